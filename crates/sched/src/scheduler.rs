@@ -1,0 +1,547 @@
+//! The public face: start threads, queue tasks, resize, observe, shut down.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::io;
+use std::ops::Deref;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crate::config::{share, Config, ConfigError, PoolMode, MAX_THREADS};
+use crate::cpu::{self, PoolMap};
+use crate::pool::{Next, Pool, PoolCtl};
+use crate::stats::{new_histogram, SchedStats};
+use crate::sync::lock;
+use crate::task::{Marked, Released, Task};
+
+/// The work a service thread does with a claimed task.
+pub trait Handler: Send + Sync + 'static {
+    /// The payload of each task (a transport).
+    type Item: Send + Sync + 'static;
+    /// Per-thread state (buffers), created on the thread and never shared.
+    type ThreadState: 'static;
+
+    /// Creates the state of a new thread of pool `pool`.
+    fn thread_state(&self, pool: usize) -> Self::ThreadState;
+
+    /// Handles one claimed task. The claim is this thread's exclusive right
+    /// to the task (its `BUSY` flag); release it as soon as one unit of work
+    /// (one record) has been taken off the transport, so another thread can
+    /// take the next while this one processes.
+    fn handle(&self, work: Claim<'_, Self::Item>, state: &mut Self::ThreadState);
+}
+
+/// The scheduler could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The configuration is refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The OS would not create a thread.
+    #[error("cannot start service thread: {0}")]
+    Spawn(#[source] io::Error),
+}
+
+/// A thread-count change was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResizeError {
+    /// Fewer threads than pools.
+    #[error("{threads} thread(s) cannot serve {pools} pool(s): every pool needs at least one")]
+    TooFew {
+        /// Requested count.
+        threads: usize,
+        /// Number of pools.
+        pools: usize,
+    },
+    /// More than [`MAX_THREADS`].
+    #[error("{threads} threads exceed the limit of {limit}")]
+    TooMany {
+        /// Requested count.
+        threads: usize,
+        /// Upper limit.
+        limit: usize,
+    },
+    /// `min > max`.
+    #[error("minimum ({min}) is above maximum ({max})")]
+    Order {
+        /// Requested minimum.
+        min: usize,
+        /// Requested maximum.
+        max: usize,
+    },
+    /// The scheduler is shutting down.
+    #[error("the scheduler is shutting down")]
+    ShuttingDown,
+    /// The OS would not create a thread.
+    #[error("cannot start service thread: {0}")]
+    Spawn(#[source] io::Error),
+}
+
+struct Core<T> {
+    pools: Vec<Pool<T>>,
+    map: PoolMap,
+}
+
+/// The producer side of a scheduler: queue tasks from any thread (pollers,
+/// reply paths). Cheap to clone; does not keep the threads alive.
+pub struct Enqueuer<T> {
+    core: Arc<Core<T>>,
+}
+
+impl<T> Clone for Enqueuer<T> {
+    fn clone(&self) -> Self {
+        Enqueuer {
+            core: Arc::clone(&self.core),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Enqueuer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Enqueuer")
+            .field("pools", &self.core.pools.len())
+            .finish()
+    }
+}
+
+impl<T> Enqueuer<T> {
+    /// Number of pools.
+    pub fn pool_count(&self) -> usize {
+        self.core.pools.len()
+    }
+
+    /// The pool of the CPU the caller runs on.
+    pub fn current_pool(&self) -> usize {
+        self.core.map.current_pool()
+    }
+
+    /// Wraps `item` as a task of pool `pool` (clamped to the pool count).
+    pub fn new_task(&self, item: T, pool: usize) -> Arc<Task<T>> {
+        Arc::new(Task::new(item, pool.min(self.core.pools.len() - 1)))
+    }
+
+    /// The task has work (data arrived): queue it and wake one thread,
+    /// unless a thread owns it already, which then re-queues it when it
+    /// releases. Never blocks; spurious calls are harmless.
+    pub fn notify(&self, task: &Arc<Task<T>>) {
+        if task.mark_data() == Marked::MustQueue {
+            self.core.pools[task.pool()].enqueue(Arc::clone(task));
+        }
+    }
+
+    /// The task must close: the next thread to claim it sees
+    /// [`Claim::is_closing`] and tears it down.
+    pub fn close(&self, task: &Arc<Task<T>>) {
+        if task.mark_close() == Marked::MustQueue {
+            self.core.pools[task.pool()].enqueue(Arc::clone(task));
+        }
+    }
+}
+
+/// A service thread's exclusive right to a task (its `BUSY` flag).
+///
+/// Protocol: call [`take_data`](Self::take_data) before reading the
+/// transport, then [`release`](Self::release) as soon as one record is out,
+/// before processing it. Dropping the claim releases it.
+pub struct Claim<'a, T> {
+    task: Arc<Task<T>>,
+    enqueuer: &'a Enqueuer<T>,
+    closing_seen: Cell<bool>,
+    released: bool,
+}
+
+impl<'a, T> Claim<'a, T> {
+    /// The claimed task.
+    pub fn task(&self) -> &Arc<Task<T>> {
+        &self.task
+    }
+
+    /// The scheduler's producer side, to notify other tasks (or this one
+    /// later, e.g. when back-pressure lifts).
+    pub fn enqueuer(&self) -> &'a Enqueuer<T> {
+        self.enqueuer
+    }
+
+    /// Whether the task must be torn down. Once this has returned `true`,
+    /// releasing the claim leaves the task `BUSY` for ever, so no thread
+    /// touches it again.
+    pub fn is_closing(&self) -> bool {
+        let closing = self.task.is_closing();
+        if closing {
+            self.closing_seen.set(true);
+        }
+        closing
+    }
+
+    /// Clears the task's `DATA` flag; returns whether it was set. Call it
+    /// before reading, so data arriving during the read re-queues the task.
+    pub fn take_data(&self) -> bool {
+        self.task.take_data()
+    }
+
+    /// Releases the task. `more`: the caller already holds further work for
+    /// it (a complete record still buffered, or it stopped reading early),
+    /// so it is re-queued at the back of the queue (FIFO fairness).
+    pub fn release(mut self, more: bool) {
+        self.finish(more);
+    }
+
+    fn finish(&mut self, more: bool) {
+        if std::mem::replace(&mut self.released, true) || self.closing_seen.get() {
+            return;
+        }
+        if self.task.release(more) == Released::MustRequeue {
+            self.enqueuer.core.pools[self.task.pool()].enqueue(Arc::clone(&self.task));
+        }
+    }
+}
+
+impl<T> Deref for Claim<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.task.item()
+    }
+}
+
+impl<T> Drop for Claim<'_, T> {
+    fn drop(&mut self) {
+        self.finish(false);
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Claim<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim").field("task", &self.task).finish()
+    }
+}
+
+struct Shared<H: Handler> {
+    enqueuer: Enqueuer<H::Item>,
+    handler: H,
+    config: Config,
+    /// Serialises resizes (Linux's `nfsd_mutex`); workers never take it.
+    admin: Mutex<()>,
+    /// Join handles of running threads by serial; an exiting thread removes
+    /// (detaches) its own, shutdown joins the rest.
+    threads: Mutex<HashMap<u64, JoinHandle<()>>>,
+    next_serial: AtomicU64,
+}
+
+impl<H: Handler> Shared<H> {
+    fn pool(&self, i: usize) -> &Pool<H::Item> {
+        &self.enqueuer.core.pools[i]
+    }
+
+    fn pools(&self) -> &[Pool<H::Item>] {
+        &self.enqueuer.core.pools
+    }
+}
+
+/// A running set of service threads. Dropping it shuts it down.
+pub struct Scheduler<H: Handler> {
+    shared: Arc<Shared<H>>,
+}
+
+impl<H: Handler> std::fmt::Debug for Scheduler<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<H: Handler> Scheduler<H> {
+    /// Builds the pools and starts `config.initial_threads` threads.
+    pub fn start(config: Config, handler: H) -> Result<Arc<Self>, StartError> {
+        let map = PoolMap::build(config.pool_mode);
+        let npools = map.pools();
+        config.validate(npools)?;
+        let epoch = Instant::now();
+        let pools = (0..npools)
+            .map(|i| {
+                let cpus = if config.pin_threads {
+                    map.cpus[i].clone()
+                } else {
+                    Vec::new()
+                };
+                let initial = share(config.initial_threads, npools, i).max(1);
+                let min = share(config.min_threads, npools, i).max(1);
+                let max = share(config.max_threads, npools, i).max(initial);
+                let ctl = PoolCtl::new(initial, min, max, config.idle_timeout);
+                Pool::new(cpus, config.policy, config.max_waking, ctl, epoch)
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            enqueuer: Enqueuer {
+                core: Arc::new(Core { pools, map }),
+            },
+            handler,
+            config,
+            admin: Mutex::new(()),
+            threads: Mutex::new(HashMap::new()),
+            next_serial: AtomicU64::new(0),
+        });
+        let scheduler = Arc::new(Scheduler { shared });
+        for (i, pool) in scheduler.shared.pools().iter().enumerate() {
+            let n = pool.ctl.nthreads.load(Ordering::Acquire);
+            for _ in 0..n {
+                spawn_worker(&scheduler.shared, i, false).map_err(StartError::Spawn)?;
+            }
+        }
+        Ok(scheduler)
+    }
+
+    /// The handler.
+    pub fn handler(&self) -> &H {
+        &self.shared.handler
+    }
+
+    /// The producer side, for pollers and reply paths.
+    pub fn enqueuer(&self) -> &Enqueuer<H::Item> {
+        &self.shared.enqueuer
+    }
+
+    /// The configuration it was started with.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// The pool mode in force (`auto` resolved).
+    pub fn pool_mode(&self) -> PoolMode {
+        self.shared.enqueuer.core.map.mode
+    }
+
+    /// Number of pools.
+    pub fn pools(&self) -> usize {
+        self.shared.pools().len()
+    }
+
+    /// The pool of the CPU the caller runs on.
+    pub fn current_pool(&self) -> usize {
+        self.shared.enqueuer.current_pool()
+    }
+
+    /// See [`Enqueuer::new_task`].
+    pub fn new_task(&self, item: H::Item, pool: usize) -> Arc<Task<H::Item>> {
+        self.shared.enqueuer.new_task(item, pool)
+    }
+
+    /// See [`Enqueuer::notify`].
+    pub fn notify(&self, task: &Arc<Task<H::Item>>) {
+        self.shared.enqueuer.notify(task);
+    }
+
+    /// See [`Enqueuer::close`].
+    pub fn close(&self, task: &Arc<Task<H::Item>>) {
+        self.shared.enqueuer.close(task);
+    }
+
+    /// Sets a fixed thread count (automatic sizing off): grows at once, or
+    /// asks exactly one thread per surplus thread to exit (it passes pending
+    /// work on first). Returns without waiting for the exits.
+    pub fn set_threads(&self, threads: usize) -> Result<(), ResizeError> {
+        self.set_limits(threads, threads)
+    }
+
+    /// Sets the automatic-sizing bounds and moves each pool's count into
+    /// them. `min == max` fixes the count.
+    pub fn set_limits(&self, min: usize, max: usize) -> Result<(), ResizeError> {
+        let pools = self.pools();
+        if min > max {
+            return Err(ResizeError::Order { min, max });
+        }
+        if min < pools {
+            return Err(ResizeError::TooFew {
+                threads: min,
+                pools,
+            });
+        }
+        if max > MAX_THREADS {
+            return Err(ResizeError::TooMany {
+                threads: max,
+                limit: MAX_THREADS,
+            });
+        }
+        let _admin = lock(&self.shared.admin);
+        for i in 0..pools {
+            let pool = self.shared.pool(i);
+            if pool.ctl.shutdown.load(Ordering::Acquire) {
+                return Err(ResizeError::ShuttingDown);
+            }
+            let pmin = share(min, pools, i).max(1);
+            let pmax = share(max, pools, i).max(pmin);
+            pool.ctl.min.store(pmin, Ordering::Release);
+            pool.ctl.max.store(pmax, Ordering::Release);
+            let live = pool.ctl.nthreads.load(Ordering::Acquire);
+            let victims = pool.ctl.victims.load(Ordering::Acquire);
+            let effective = live.saturating_sub(victims);
+            let target = effective.clamp(pmin, pmax);
+            self.resize_pool(i, effective, target)?;
+        }
+        Ok(())
+    }
+
+    fn resize_pool(&self, i: usize, effective: usize, target: usize) -> Result<(), ResizeError> {
+        let pool = self.shared.pool(i);
+        if target > effective {
+            let mut grow = target - effective;
+            // Withdraw outstanding shrink requests before starting threads.
+            while grow > 0 {
+                let v = pool.ctl.victims.load(Ordering::Acquire);
+                if v == 0 {
+                    break;
+                }
+                if pool
+                    .ctl
+                    .victims
+                    .compare_exchange(v, v - 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    grow -= 1;
+                }
+            }
+            for _ in 0..grow {
+                pool.ctl.nthreads.fetch_add(1, Ordering::AcqRel);
+                if let Err(e) = spawn_worker(&self.shared, i, false) {
+                    pool.ctl.nthreads.fetch_sub(1, Ordering::AcqRel);
+                    return Err(ResizeError::Spawn(e));
+                }
+                pool.counters.spawned.fetch_add(1, Ordering::Relaxed);
+            }
+        } else if target < effective {
+            pool.ctl
+                .victims
+                .fetch_add(effective - target, Ordering::AcqRel);
+            pool.wake_for_control();
+        }
+        Ok(())
+    }
+
+    /// A snapshot of every counter.
+    pub fn stats(&self) -> SchedStats {
+        let mut handoff = new_histogram();
+        let pools = self
+            .shared
+            .pools()
+            .iter()
+            .map(|p| {
+                let (stats, acc) = p.stats();
+                let _ = handoff.add(&acc.handoff);
+                stats
+            })
+            .collect();
+        SchedStats {
+            policy: self.shared.config.policy,
+            pool_mode: self.pool_mode(),
+            max_waking: self.shared.config.max_waking as u64,
+            pools,
+            handoff_ns: handoff,
+        }
+    }
+
+    /// Zeroes counters and histograms (gauges such as `threads` stay).
+    pub fn reset_stats(&self) {
+        for p in self.shared.pools() {
+            p.reset_stats();
+        }
+    }
+
+    /// Stops every thread: idle ones at once, busy ones after their current
+    /// task; then joins them. Idempotent. Tasks still queued are dropped.
+    pub fn shutdown(&self) {
+        for p in self.shared.pools() {
+            p.ctl.shutdown.store(true, Ordering::SeqCst);
+        }
+        for p in self.shared.pools() {
+            p.wake_for_control();
+        }
+        let handles: Vec<JoinHandle<()>> =
+            lock(&self.shared.threads).drain().map(|(_, h)| h).collect();
+        let me = std::thread::current().id();
+        for h in handles {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+impl<H: Handler> Drop for Scheduler<H> {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn spawn_worker<H: Handler>(shared: &Arc<Shared<H>>, pool: usize, growth: bool) -> io::Result<()> {
+    let serial = shared.next_serial.fetch_add(1, Ordering::Relaxed);
+    let s = Arc::clone(shared);
+    // Spawn under the lock so the thread cannot remove its entry before it
+    // is inserted.
+    let mut threads = lock(&shared.threads);
+    let handle = std::thread::Builder::new()
+        .name(format!("{}-p{pool}", shared.config.name))
+        .spawn(move || worker_main(&s, pool, serial, growth))?;
+    threads.insert(serial, handle);
+    Ok(())
+}
+
+fn worker_main<H: Handler>(shared: &Arc<Shared<H>>, index: usize, serial: u64, growth: bool) {
+    let pool = shared.pool(index);
+    cpu::pin_current_thread(&pool.cpus);
+    let slot = pool.register();
+    if growth {
+        pool.counters.spawned.fetch_add(1, Ordering::Relaxed);
+        // Release: the next grower sees this thread registered.
+        pool.ctl.starting.store(false, Ordering::Release);
+    }
+    let mut state = shared.handler.thread_state(index);
+    let reason = loop {
+        match pool.next_work(&slot) {
+            Next::Work(task) => {
+                let queued = task.enqueued_at.load(Ordering::Relaxed);
+                slot.stats
+                    .record_dispatch(pool.now_ns().saturating_sub(queued));
+                maybe_grow(shared, index);
+                let claim = Claim {
+                    task,
+                    enqueuer: &shared.enqueuer,
+                    closing_seen: Cell::new(false),
+                    released: false,
+                };
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
+                    shared.handler.handle(claim, &mut state);
+                }));
+                if outcome.is_err() {
+                    tracing::error!(
+                        pool = index,
+                        "service handler panicked; task released, thread continues"
+                    );
+                }
+            }
+            Next::Exit(reason) => break reason,
+        }
+    };
+    drop(state);
+    pool.unregister(&slot);
+    tracing::debug!(pool = index, ?reason, "service thread exiting");
+    lock(&shared.threads).remove(&serial);
+}
+
+/// Grow by one thread when work finds no idle thread left (Linux 7.0's
+/// dynamic pools: `-EBUSY` from `svc_recv`).
+fn maybe_grow<H: Handler>(shared: &Arc<Shared<H>>, index: usize) {
+    let pool = shared.pool(index);
+    if pool.idle_hint() > 0 || !pool.ctl.reserve_growth() {
+        return;
+    }
+    if let Err(e) = spawn_worker(shared, index, true) {
+        pool.ctl.nthreads.fetch_sub(1, Ordering::AcqRel);
+        pool.ctl.starting.store(false, Ordering::Release);
+        tracing::warn!(pool = index, error = %e, "cannot grow thread pool");
+    }
+}
