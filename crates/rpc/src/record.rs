@@ -1,0 +1,374 @@
+//! Record marking for stream transports (RFC 5531 §11).
+//!
+//! On TCP every RPC message is a *record* sent as one or more *fragments*, each
+//! preceded by a four-byte mark: the high bit flags the last fragment, the low 31
+//! bits give the fragment's length.
+//!
+//! [`RecordDecoder`] is the sans-IO receive side. The transport drives it as:
+//! 1. `let n = socket.read(decoder.read_buf())?;` then `decoder.advance(n)`;
+//! 2. call [`next_record`](RecordDecoder::next_record) until it returns `Ok(None)`
+//!    (or process one record and re-enqueue the connection while
+//!    [`has_complete_record`](RecordDecoder::has_complete_record) is true);
+//! 3. on `Err`, close the connection: the stream cannot be resynchronised.
+//!
+//! Limits are enforced from the marks alone, before any data is buffered: a record
+//! larger than `max_record` and a record of more than [`MAX_FRAGMENTS`] fragments
+//! (e.g. a flood of empty non-final fragments) are errors. Every received byte is
+//! copied once, from the read buffer into the record being assembled; the read
+//! buffer is compacted only when that costs no more than the bytes consumed since,
+//! so decoding is O(n) in the bytes received.
+//!
+//! The send side is [`encode_record`], or [`begin_record`] / [`finish_record`] to
+//! write a message straight into the output buffer and patch its mark afterwards.
+
+/// High bit of a record mark: this fragment ends the record.
+pub const LAST_FRAGMENT: u32 = 0x8000_0000;
+/// Largest fragment a mark can describe (31 bits).
+pub const MAX_FRAGMENT_LEN: usize = 0x7FFF_FFFF;
+/// Most fragments accepted in one record. Linux clients send one fragment per
+/// record; this bounds the work a peer can cause with empty fragments.
+pub const MAX_FRAGMENTS: usize = 1024;
+
+/// Size of the read buffer handed to the transport (at least; more when a record
+/// being assembled is larger).
+const READ_CHUNK: usize = 64 * 1024;
+/// First read buffer: small, so an idle connection that sent a few small
+/// calls holds a few KiB, not `READ_CHUNK` (10,000 idle connections matter).
+const INITIAL_CHUNK: usize = 8 * 1024;
+/// Compact or grow when less than this much room is left at the end of the buffer.
+const MIN_READ: usize = 4 * 1024;
+
+/// Why the byte stream cannot be decoded into records. Fatal for the connection.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// A fragment mark announced a record of `size` bytes (so far), over `max`.
+    #[error("record of {size} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// Size of the record including the announced fragment.
+        size: usize,
+        /// The decoder's `max_record`.
+        max: usize,
+    },
+    /// A record had more than `max` fragments.
+    #[error("record has more than {max} fragments")]
+    TooManyFragments {
+        /// [`MAX_FRAGMENTS`].
+        max: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Waiting for a fragment mark.
+    Mark,
+    /// Copying a fragment body; `left` bytes of it are still to come.
+    Body { left: usize, last: bool },
+}
+
+/// Reassembles records from a byte stream; see the module docs for the call order.
+#[derive(Debug)]
+pub struct RecordDecoder {
+    max_record: usize,
+    /// Read buffer; `buf.len()` is its usable size. Invariant:
+    /// `start <= end <= buf.len()`, and `buf[start..end]` are received bytes not yet
+    /// parsed.
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    state: State,
+    /// Fragment bodies of the record being assembled.
+    record: Vec<u8>,
+    /// Fragments of the record being assembled whose mark has been parsed.
+    fragments: usize,
+    /// Set on the first error; every later call returns it.
+    failed: Option<RecordError>,
+}
+
+impl RecordDecoder {
+    /// A decoder accepting records of at most `max_record` bytes (marks excluded).
+    pub fn new(max_record: usize) -> Self {
+        Self {
+            max_record,
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
+            state: State::Mark,
+            record: Vec::new(),
+            fragments: 0,
+            failed: None,
+        }
+    }
+
+    /// The largest record accepted.
+    pub fn max_record(&self) -> usize {
+        self.max_record
+    }
+
+    /// Largest read buffer: a whole maximal record with a mark per fragment fits,
+    /// even if the caller reads it all before calling `next_record`.
+    fn buf_limit(&self) -> usize {
+        self.max_record
+            .saturating_add(4 * MAX_FRAGMENTS)
+            .max(READ_CHUNK)
+    }
+
+    /// Free space to read socket bytes into; report how many were written with
+    /// [`advance`](Self::advance).
+    ///
+    /// Never empty while the caller drains [`next_record`](Self::next_record)
+    /// between reads. (It can only be empty after a maximal record's worth of bytes
+    /// was buffered without parsing; treat that like a protocol error.)
+    pub fn read_buf(&mut self) -> &mut [u8] {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        if self.buf.len() - self.end < MIN_READ {
+            let unparsed = self.end - self.start;
+            let limit = self.buf_limit();
+            // Moving `unparsed` bytes costs no more than the `start` bytes parsed since
+            // the last compaction, so compaction is amortised O(1) per byte.
+            if self.start > 0 && (self.start >= unparsed || self.buf.len() >= limit) {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.start = 0;
+                self.end = unparsed;
+            }
+            if self.buf.len() - self.end < MIN_READ && self.buf.len() < limit {
+                let grown = self
+                    .buf
+                    .len()
+                    .saturating_mul(2)
+                    .max(INITIAL_CHUNK)
+                    .min(limit);
+                self.buf.resize(grown, 0);
+            }
+        }
+        &mut self.buf[self.end..]
+    }
+
+    /// Frees the buffers if nothing is buffered and they grew past the
+    /// usual size (after a large record), so idle connections stay small.
+    pub fn shrink_if_idle(&mut self) {
+        if self.start == self.end && self.record.is_empty() && self.buf.len() > READ_CHUNK {
+            self.buf = Vec::new();
+            self.record = Vec::new();
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Records that `n` bytes were written at the start of the last
+    /// [`read_buf`](Self::read_buf) (clamped to its length).
+    pub fn advance(&mut self, n: usize) {
+        self.end = (self.end + n).min(self.buf.len());
+    }
+
+    /// Bytes received but not yet returned as part of a record: unparsed bytes plus
+    /// the record being assembled.
+    pub fn buffered(&self) -> usize {
+        self.end - self.start + self.record.len()
+    }
+
+    /// The next complete record (fragments joined), `Ok(None)` if more bytes are
+    /// needed (partial data is kept), or the error that makes the stream unusable.
+    pub fn next_record(&mut self) -> Result<Option<Vec<u8>>, RecordError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        loop {
+            match self.state {
+                State::Mark => {
+                    let Some(mark) = self
+                        .buf
+                        .get(self.start..self.end)
+                        .and_then(|b| b.first_chunk::<4>())
+                    else {
+                        return Ok(None);
+                    };
+                    let mark = u32::from_be_bytes(*mark);
+                    self.start += 4;
+                    let (len, last) = split_mark(mark);
+                    self.fragments += 1;
+                    if let Err(e) =
+                        check_fragment(self.fragments, self.record.len(), len, self.max_record)
+                    {
+                        self.failed = Some(e.clone());
+                        return Err(e);
+                    }
+                    // Reserve only what has arrived: a forged mark must not make
+                    // an idle connection hold `max_record` bytes.
+                    self.record.reserve(len.min(self.end - self.start));
+                    self.state = State::Body { left: len, last };
+                }
+                State::Body { left, last } => {
+                    let n = left.min(self.end - self.start);
+                    self.record
+                        .extend_from_slice(&self.buf[self.start..self.start + n]);
+                    self.start += n;
+                    if n < left {
+                        self.state = State::Body {
+                            left: left - n,
+                            last,
+                        };
+                        return Ok(None);
+                    }
+                    self.state = State::Mark;
+                    if last {
+                        self.fragments = 0;
+                        return Ok(Some(std::mem::take(&mut self.record)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether [`next_record`](Self::next_record) would return a record or an error
+    /// now, without copying anything. Costs O(fragment marks buffered).
+    pub fn has_complete_record(&self) -> bool {
+        if self.failed.is_some() {
+            return true;
+        }
+        let mut pos = self.start;
+        let mut state = self.state;
+        let mut fragments = self.fragments;
+        let mut size = self.record.len();
+        loop {
+            match state {
+                State::Mark => {
+                    let Some(mark) = self
+                        .buf
+                        .get(pos..self.end)
+                        .and_then(|b| b.first_chunk::<4>())
+                    else {
+                        return false;
+                    };
+                    pos += 4;
+                    let (len, last) = split_mark(u32::from_be_bytes(*mark));
+                    fragments += 1;
+                    if check_fragment(fragments, size, len, self.max_record).is_err() {
+                        return true;
+                    }
+                    size += len;
+                    state = State::Body { left: len, last };
+                }
+                State::Body { left, last } => {
+                    if self.end - pos < left {
+                        return false;
+                    }
+                    if last {
+                        return true;
+                    }
+                    pos += left;
+                    state = State::Mark;
+                }
+            }
+        }
+    }
+}
+
+fn split_mark(mark: u32) -> (usize, bool) {
+    ((mark & !LAST_FRAGMENT) as usize, mark & LAST_FRAGMENT != 0)
+}
+
+/// Checks a newly announced fragment against the limits.
+fn check_fragment(
+    fragments: usize,
+    size_so_far: usize,
+    len: usize,
+    max: usize,
+) -> Result<(), RecordError> {
+    if fragments > MAX_FRAGMENTS {
+        return Err(RecordError::TooManyFragments { max: MAX_FRAGMENTS });
+    }
+    let size = size_so_far.saturating_add(len);
+    if size > max {
+        return Err(RecordError::TooLarge { size, max });
+    }
+    Ok(())
+}
+
+/// Appends `msg` to `out` as one record (several fragments only if it exceeds
+/// [`MAX_FRAGMENT_LEN`]).
+pub fn encode_record(msg: &[u8], out: &mut Vec<u8>) {
+    let start = begin_record(out);
+    out.extend_from_slice(msg);
+    finish_record(out, start);
+}
+
+/// Reserves a record mark at the end of `out` and returns its offset; write the
+/// message after it, then call [`finish_record`].
+pub fn begin_record(out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    start
+}
+
+/// Fills in the mark reserved by [`begin_record`] at `start`, making everything
+/// after it one record. A message over [`MAX_FRAGMENT_LEN`] is split into fragments
+/// in place.
+pub fn finish_record(out: &mut Vec<u8>, start: usize) {
+    finish_record_with(out, start, MAX_FRAGMENT_LEN);
+}
+
+/// [`finish_record`] with a smaller fragment size (tests exercise splitting with it).
+pub(crate) fn finish_record_with(out: &mut Vec<u8>, start: usize, max_fragment: usize) {
+    let Some(len) = out.len().checked_sub(start + 4) else {
+        debug_assert!(false, "finish_record without begin_record");
+        return;
+    };
+    let max_fragment = max_fragment.clamp(1, MAX_FRAGMENT_LEN);
+    let count = len.div_ceil(max_fragment).max(1);
+    // Open a 4-byte gap before every fragment but the first, moving from the back so
+    // that each byte moves once.
+    out.resize(out.len() + 4 * (count - 1), 0);
+    for i in (0..count).rev() {
+        let body_start = start + 4 + i * max_fragment;
+        let body_len = max_fragment.min(len - i * max_fragment);
+        let mark_at = start + i * (max_fragment + 4);
+        if i > 0 {
+            out.copy_within(body_start..body_start + body_len, mark_at + 4);
+        }
+        let last = if i == count - 1 { LAST_FRAGMENT } else { 0 };
+        let mark = last | body_len as u32; // body_len <= MAX_FRAGMENT_LEN
+        out[mark_at..mark_at + 4].copy_from_slice(&mark.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Splitting a reply into fragments in place (the real threshold is 2^31 - 1).
+    #[test]
+    fn finish_record_splits_oversized_messages() {
+        for len in 0..=13usize {
+            let msg: Vec<u8> = (1..=len as u8).collect();
+            let mut out = vec![0xEE];
+            let start = begin_record(&mut out);
+            out.extend_from_slice(&msg);
+            finish_record_with(&mut out, start, 4);
+
+            let mut want = vec![0xEE];
+            let mut chunks = msg.chunks(4).peekable();
+            if chunks.peek().is_none() {
+                want.extend_from_slice(&LAST_FRAGMENT.to_be_bytes());
+            }
+            while let Some(c) = chunks.next() {
+                let last = if chunks.peek().is_none() {
+                    LAST_FRAGMENT
+                } else {
+                    0
+                };
+                want.extend_from_slice(&(last | c.len() as u32).to_be_bytes());
+                want.extend_from_slice(c);
+            }
+            assert_eq!(out, want, "len {len}");
+
+            let mut dec = RecordDecoder::new(64);
+            dec.read_buf()[..out.len() - 1].copy_from_slice(&out[1..]);
+            dec.advance(out.len() - 1);
+            assert_eq!(dec.next_record(), Ok(Some(msg)));
+        }
+    }
+}
