@@ -151,6 +151,14 @@ impl<T> WakeOne<T> {
             // Fence pair 1, idle side: publish, fence, re-check.
             fence(SeqCst);
             if self.has_work(pool) {
+                // Take ourselves back if no waker has claimed an idle thread
+                // meanwhile; then look again without a wake-up. Otherwise a
+                // claim is in flight and will pop someone: wake one to be sure
+                // the work is seen, and park.
+                if self.try_unidle(pool, me) {
+                    woken = false;
+                    continue;
+                }
                 self.notify_one_idle(pool, self.max_waking);
             }
             loop {
@@ -184,28 +192,36 @@ impl<T> WakeOne<T> {
         fence(SeqCst);
     }
 
+    /// Leaves the idle stack at once if `me` is still on it and an
+    /// unclaimed idle unit remains (see `try_retire`); returns whether it did.
+    fn try_unidle(&self, pool: &Pool<T>, me: &WorkerSlot) -> bool {
+        let mut synced = lock(&pool.synced);
+        if !synced.idle.is_linked(me.id) {
+            return false;
+        }
+        let unclaimed = self
+            .state
+            .fetch_update(SeqCst, SeqCst, |s| {
+                (State(s).idle() > 0).then(|| s - State::ONE_IDLE)
+            })
+            .is_ok();
+        if unclaimed {
+            synced.idle.remove(me.id);
+        }
+        unclaimed
+    }
+
     /// After the idle timeout: leave the stack unless a waker has claimed a
     /// thread we cannot tell apart from us, and only above the minimum.
     fn try_retire(&self, pool: &Pool<T>, me: &WorkerSlot) -> bool {
         if !pool.ctl.reserve_retirement() {
             return false;
         }
-        let mut synced = lock(&pool.synced);
-        if synced.idle.is_linked(me.id) {
-            // Every stack entry beyond `idle` is owed to an in-flight claim.
-            // Taking one unclaimed unit and our own entry keeps that true.
-            let unclaimed = self
-                .state
-                .fetch_update(SeqCst, SeqCst, |s| {
-                    (State(s).idle() > 0).then(|| s - State::ONE_IDLE)
-                })
-                .is_ok();
-            if unclaimed {
-                synced.idle.remove(me.id);
-                return true;
-            }
+        // Every stack entry beyond `idle` is owed to an in-flight claim.
+        // Taking one unclaimed unit and our own entry keeps that true.
+        if self.try_unidle(pool, me) {
+            return true;
         }
-        drop(synced);
         pool.ctl.cancel_retirement();
         false
     }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Everything CI checks, runnable locally: `ci/test.sh`. The README's test command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "format"
+cargo fmt --all -- --check
+
+step "clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "unit, integration, RFC wire and fuzz-corpus replay tests"
+cargo test --workspace --locked
+
+step "scheduler stress: millions of items, random resizes (release)"
+cargo test --release --locked -p rnfs-sched --test stress
+
+step "loom models of the wake protocol"
+ci/loom.sh
+
+step "docs build without warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet

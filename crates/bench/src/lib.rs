@@ -1,0 +1,9 @@
+//! Benchmarks behind `rnfs bench`. They report numbers; they assert nothing
+//! (tests do that). Every figure comes with the configuration that produced
+//! it, in a table and as JSON.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod report;
+pub mod sched;

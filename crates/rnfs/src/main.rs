@@ -1,0 +1,105 @@
+//! `rnfs`: a userspace NFSv3 server and its tools.
+//!
+//! Each subcommand lives in its own module with an `Args` struct (clap derive) and a
+//! `run` function; adding one is a variant in [`Command`] and a match arm in `main`.
+#![forbid(unsafe_code)]
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+mod bench;
+mod serve;
+
+const LONG_ABOUT: &str = "\
+rnfs is a userspace NFSv3 server. Calls arrive over TCP; one poller thread per \
+scheduler pool turns socket readiness into work, and a pool of service threads, \
+scheduled the way the Linux kernel's nfsd schedules its threads (a lock-free queue \
+of ready connections and one thread waking at a time), reads, decodes and answers \
+them. The scheduler policy, the pool layout and the thread counts are options, so \
+the policies can be compared under load.
+
+Logging goes to standard error; choose the level with --log or RUST_LOG.";
+
+/// A userspace NFSv3 server.
+#[derive(Debug, Parser)]
+#[command(name = "rnfs", version, long_about = LONG_ABOUT, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve a directory over NFSv3 (currently the NULL procedure only).
+    #[command(long_about = serve::SERVE_ABOUT)]
+    Serve(serve::ServeArgs),
+    /// Run benchmarks (e.g. `rnfs bench sched`: scheduler policies side by side).
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => {
+            init_logging(args.log.as_deref());
+            serve::run(args)
+        }
+        Command::Bench(args) => {
+            init_logging(None);
+            bench::run(args).map_err(Failure::from)
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage { subcommand, msg }) => {
+            let mut cli = Cli::command();
+            cli.build();
+            match cli.find_subcommand_mut(subcommand) {
+                Some(sub) => sub
+                    .error(clap::error::ErrorKind::ArgumentConflict, msg)
+                    .exit(),
+                None => cli
+                    .error(clap::error::ErrorKind::ArgumentConflict, msg)
+                    .exit(),
+            }
+        }
+        Err(Failure::Runtime(e)) => {
+            eprintln!("rnfs: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Why a subcommand failed: bad arguments (exit code 2, like clap's own errors) or
+/// a failure while running (exit code 1).
+#[derive(Debug)]
+enum Failure {
+    Usage {
+        subcommand: &'static str,
+        msg: String,
+    },
+    Runtime(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Runtime(e)
+    }
+}
+
+/// Logs to stderr at `level` (an `EnvFilter` directive such as `debug` or
+/// `rnfs_server=trace`), else `RUST_LOG`, else `info`.
+fn init_logging(level: Option<&str>) {
+    let filter = match level {
+        Some(directive) => EnvFilter::new(directive),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

@@ -1,0 +1,203 @@
+//! The `rnfs` binary: serve, answer a NULL call, stop cleanly on SIGTERM; and clear
+//! errors for bad arguments.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a test failure"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use rnfs_rpc::{decode_reply, encode_call, Auth, ReplyStatus};
+
+fn rnfs() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rnfs"));
+    c.env_remove("RUST_LOG");
+    c
+}
+
+/// A fresh empty directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("rnfs-cli-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Kills the child if the test fails before stopping it.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rnfs did not exit within {timeout:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn null_call(addr: SocketAddr, prog: u32) -> ReplyStatus {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut call = Vec::new();
+    encode_call(1, prog, 3, 0, &Auth::None, &[], &mut call);
+    s.write_all(&call).unwrap();
+    let mut mark = [0; 4];
+    s.read_exact(&mut mark).unwrap();
+    let mut body = vec![0; (u32::from_be_bytes(mark) & 0x7FFF_FFFF) as usize];
+    s.read_exact(&mut body).unwrap();
+    decode_reply(&body).unwrap().header.status
+}
+
+#[test]
+fn serve_answers_null_and_stops_on_sigterm() {
+    let dir = TempDir::new("serve");
+    let mut child = Running(
+        rnfs()
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--threads",
+                "2",
+                "--log",
+                "info",
+            ])
+            .arg(&dir.0)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // The startup line names the bound address: "... serving on 127.0.0.1:PORT (...".
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    let addr: SocketAddr = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("no startup line; stderr so far: {log:#?}"));
+        if let Some((_, rest)) = line.split_once("serving on ") {
+            break rest.split_whitespace().next().unwrap().parse().unwrap();
+        }
+        log.push(line);
+    };
+    assert_eq!(null_call(addr, 100_003), ReplyStatus::Success);
+    assert_eq!(null_call(addr, 100_005), ReplyStatus::Success);
+    assert_eq!(null_call(addr, 100_227), ReplyStatus::ProgUnavail);
+
+    kill(Pid::from_raw(child.0.id() as i32), Signal::SIGTERM).unwrap();
+    let status = wait_exit(&mut child.0, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+fn run_fail(args: &[&str]) -> (i32, String) {
+    let Output { status, stderr, .. } = rnfs().args(args).output().unwrap();
+    (
+        status.code().unwrap(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+#[test]
+fn zero_threads_is_a_usage_error() {
+    let (code, err) = run_fail(&["serve", "--listen", "127.0.0.1:0", "--threads", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--threads"), "{err}");
+}
+
+#[test]
+fn missing_export_dir_is_a_usage_error() {
+    let (code, err) = run_fail(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "/nonexistent/rnfs-export",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/rnfs-export"), "{err}");
+    // A file is not a directory either.
+    let exe = env!("CARGO_BIN_EXE_rnfs");
+    let (code, err) = run_fail(&["serve", "--listen", "127.0.0.1:0", exe]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a directory"), "{err}");
+}
+
+#[test]
+fn bad_listen_address_is_a_usage_error() {
+    let (code, err) = run_fail(&["serve", "--listen", "localhost-ish:99999"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--listen"), "{err}");
+}
+
+#[test]
+fn conflicting_thread_options_are_usage_errors() {
+    let (code, err) = run_fail(&["serve", "--threads", "4", "--max-threads", "8"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, err) = run_fail(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--min-threads",
+        "8",
+        "--max-threads",
+        "2",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--min-threads"), "{err}");
+}
+
+#[test]
+fn address_in_use_fails_with_exit_status_1() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, err) = run_fail(&["serve", "--listen", &addr]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+}
+
+#[test]
+fn help_describes_the_server_and_lists_serve() {
+    let out = rnfs().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("userspace NFSv3 server"), "{help}");
+    assert!(help.contains("serve"), "{help}");
+    let out = rnfs().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("20490"), "{help}");
+    assert!(help.contains("NULL"), "{help}");
+}

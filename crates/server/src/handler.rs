@@ -1,0 +1,154 @@
+//! [`ServerHandler`]: what a service thread does with a connection it owns.
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use rnfs_rpc::{DispatchOutcome, Dispatcher};
+use rnfs_sched::{Claim, Enqueuer, Handler, Task};
+
+use crate::transport::{Connection, ReadOutcome};
+
+/// Initial capacity of each thread's reply buffer.
+const REPLY_BUFFER: usize = 4096;
+
+/// The scheduler's handler: reads one record from a connection, hands the
+/// connection back, dispatches the record and sends the reply. See the
+/// [`transport`](crate::transport) module docs for the protocol.
+pub struct ServerHandler {
+    dispatcher: Arc<Dispatcher>,
+    max_in_flight: u32,
+}
+
+/// Per-service-thread state: a reply buffer reused across calls.
+#[derive(Debug)]
+pub struct ThreadState {
+    reply: Vec<u8>,
+}
+
+impl ServerHandler {
+    pub(crate) fn new(dispatcher: Arc<Dispatcher>, max_in_flight: u32) -> Self {
+        ServerHandler {
+            dispatcher,
+            max_in_flight,
+        }
+    }
+
+    /// The dispatcher calls are handed to.
+    pub fn dispatcher(&self) -> &Arc<Dispatcher> {
+        &self.dispatcher
+    }
+
+    fn process(
+        &self,
+        enq: &Enqueuer<Connection>,
+        task: &Arc<Task<Connection>>,
+        record: &[u8],
+        state: &mut ThreadState,
+    ) {
+        state.reply.clear();
+        match self
+            .dispatcher
+            .dispatch(record, Some(task.peer()), &mut state.reply)
+        {
+            DispatchOutcome::Dropped(reason) => {
+                tracing::warn!(peer = %task.peer(), "closing connection: undecodable RPC message ({reason})");
+                task.counters()
+                    .closed_bad_input
+                    .fetch_add(1, Ordering::Relaxed);
+                complete(enq, task, 1);
+                close(enq, task);
+            }
+            // `Replied`, and any future outcome: send whatever reply was written.
+            _ if state.reply.is_empty() => complete(enq, task, 1),
+            _ => match task.send_reply(&state.reply) {
+                Ok(done) => complete(enq, task, done),
+                Err(e) => {
+                    tracing::debug!(peer = %task.peer(), "cannot send reply, closing: {e}");
+                    complete(enq, task, 1);
+                    close(enq, task);
+                }
+            },
+        }
+    }
+}
+
+impl Handler for ServerHandler {
+    type Item = Connection;
+    type ThreadState = ThreadState;
+
+    fn thread_state(&self, _pool: usize) -> ThreadState {
+        ThreadState {
+            reply: Vec::with_capacity(REPLY_BUFFER),
+        }
+    }
+
+    fn handle(&self, claim: Claim<'_, Connection>, state: &mut ThreadState) {
+        let task = Arc::clone(claim.task());
+        let enq = claim.enqueuer();
+        if claim.is_closing() {
+            // The scheduler keeps a closing task BUSY for ever: nobody reads it again.
+            task.teardown();
+            return;
+        }
+        // Clear DATA before reading: bytes that arrive from here on re-queue the task.
+        task.note_data(claim.take_data());
+        if task.at_limit(self.max_in_flight) {
+            // Back-pressure: leave the bytes in the socket. The next completed reply
+            // notifies the task (see `Connection::at_limit`).
+            return;
+        }
+        match task.read_record() {
+            ReadOutcome::Record { record, more } => {
+                task.begin_call();
+                // Hand the connection back before processing, so another thread can
+                // read the next pipelined call meanwhile.
+                claim.release(more);
+                self.process(enq, &task, &record, state);
+            }
+            // Nothing complete yet; a partial record stays in the decoder.
+            ReadOutcome::Pending => {}
+            ReadOutcome::Eof => {
+                tracing::debug!(peer = %task.peer(), "connection closed by peer");
+                task.teardown();
+                close(enq, &task);
+            }
+            ReadOutcome::Bad(e) => {
+                tracing::warn!(peer = %task.peer(), "closing connection: {e}");
+                task.counters()
+                    .closed_bad_input
+                    .fetch_add(1, Ordering::Relaxed);
+                task.teardown();
+                close(enq, &task);
+            }
+            ReadOutcome::Failed(e) => {
+                tracing::debug!(peer = %task.peer(), "read failed, closing: {e}");
+                task.teardown();
+                close(enq, &task);
+            }
+        }
+    }
+}
+
+/// Closes a connection this thread may not own: the socket at once, the rest by
+/// whichever thread next owns the task (it sees `is_closing`).
+pub(crate) fn close(enq: &Enqueuer<Connection>, task: &Arc<Task<Connection>>) {
+    task.shutdown_socket();
+    enq.close(task);
+}
+
+/// Retires `done` completed calls and resumes reading the connection if it had
+/// stopped at the in-flight limit.
+pub(crate) fn complete(enq: &Enqueuer<Connection>, task: &Arc<Task<Connection>>, done: u32) {
+    if task.complete(done) {
+        enq.notify(task);
+    }
+}
+
+impl fmt::Debug for ServerHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerHandler")
+            .field("max_in_flight", &self.max_in_flight)
+            .finish_non_exhaustive()
+    }
+}

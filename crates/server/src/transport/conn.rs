@@ -1,0 +1,421 @@
+//! [`Connection`]: one TCP connection, the scheduler's unit of work.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use mio::net::TcpStream;
+use rnfs_rpc::{RecordDecoder, RecordError};
+
+use super::poller::PollerHandle;
+use crate::stats::Counters;
+
+/// An output buffer that has grown past this is freed once it drains, so a
+/// connection that once buffered a burst of large replies does not keep the memory.
+const KEEP_OUTPUT_CAPACITY: usize = 64 << 10;
+
+/// One accepted TCP connection: the item behind each scheduler
+/// [`Task`](rnfs_sched::Task).
+///
+/// The read side is used only by the thread that owns the task (the scheduler's
+/// `BUSY` flag), so its mutex is never contended; it exists to satisfy `Sync`. The
+/// write side is shared by every thread with a reply to send and by the poller.
+pub struct Connection {
+    id: u64,
+    peer: SocketAddr,
+    stream: TcpStream,
+    /// The poller this connection is registered with (told to forget it on teardown).
+    poller: Arc<PollerHandle>,
+    read: Mutex<ReadState>,
+    write: Mutex<WriteState>,
+    /// "The output buffer may be non-empty": set by a sender, under `write`, *before*
+    /// its last write attempt; cleared under `write` only when the buffer is empty.
+    /// The poller reads it without the lock to skip locking on writable edges when
+    /// nothing is buffered. No edge is lost: if the poller reads `false`, any sender
+    /// that left bytes behind had not yet made its final attempt, and that attempt
+    /// either drains the buffer or fails with `WouldBlock`, after which the kernel
+    /// raises a fresh writable edge (the syscall orders our store before it).
+    write_pending: AtomicBool,
+    /// Calls read from this connection whose replies have not fully reached the
+    /// kernel. Incremented only by the task's owner (after checking the limit);
+    /// decremented by whoever completes a reply (a service thread or the poller).
+    /// `SeqCst` against `throttled`: see [`Connection::at_limit`].
+    in_flight: AtomicU32,
+    /// "Reading stopped at the in-flight limit; notify the scheduler when a reply
+    /// completes." Set by the owner, cleared by the first completer (or by the owner
+    /// when its re-check finds room). `SeqCst`, pairing with `in_flight`.
+    throttled: AtomicBool,
+    /// Set once by the first [`Connection::teardown`], so teardown runs once.
+    torn_down: AtomicBool,
+    slot: ConnSlot,
+}
+
+/// Counts one connection against `max_connections` from accept until drop.
+pub(crate) struct ConnSlot(Arc<Counters>);
+
+impl ConnSlot {
+    /// Takes a slot; the acceptor has already checked the limit.
+    pub(crate) fn new(counters: Arc<Counters>) -> Self {
+        counters.connections.fetch_add(1, Ordering::Relaxed);
+        ConnSlot(counters)
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl fmt::Debug for ConnSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ConnSlot")
+    }
+}
+
+struct ReadState {
+    decoder: RecordDecoder,
+    /// The socket may hold bytes for which no new readiness edge will come: the
+    /// last read filled all the space offered, or an owner cleared DATA without
+    /// reading the socket afterwards ([`Connection::note_data`]). Cleared by a read
+    /// that comes back short or `WouldBlock` (the socket was drained then; bytes
+    /// arriving later raise an edge). Survives between owners.
+    maybe_more: bool,
+}
+
+/// Replies the socket has not taken yet, in order. `buf[sent..]` is unsent; `ends`
+/// holds the offsets in `buf` at which each buffered reply ends, so replies are
+/// counted complete exactly when their last byte is written.
+#[derive(Default)]
+struct WriteState {
+    buf: Vec<u8>,
+    sent: usize,
+    ends: VecDeque<usize>,
+}
+
+/// What reading one record produced.
+pub(crate) enum ReadOutcome {
+    /// A complete record. `more`: the owner should have the task re-queued, because
+    /// the decoder holds another complete record or the socket may hold more bytes.
+    Record { record: Vec<u8>, more: bool },
+    /// The socket is drained and no record is complete; partial bytes stay buffered.
+    Pending,
+    /// The peer closed its side.
+    Eof,
+    /// The byte stream is not valid record marking (e.g. a record over the limit).
+    Bad(RecordError),
+    /// The socket failed.
+    Failed(io::Error),
+}
+
+impl Connection {
+    pub(crate) fn new(
+        id: u64,
+        peer: SocketAddr,
+        stream: TcpStream,
+        poller: Arc<PollerHandle>,
+        max_record_size: usize,
+        slot: ConnSlot,
+    ) -> Self {
+        Connection {
+            id,
+            peer,
+            stream,
+            poller,
+            read: Mutex::new(ReadState {
+                decoder: RecordDecoder::new(max_record_size),
+                maybe_more: false,
+            }),
+            write: Mutex::new(WriteState::default()),
+            write_pending: AtomicBool::new(false),
+            in_flight: AtomicU32::new(0),
+            throttled: AtomicBool::new(false),
+            torn_down: AtomicBool::new(false),
+            slot,
+        }
+    }
+
+    /// Server-unique connection number (also its poller token).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The client's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Calls read but not yet answered (a snapshot; for tests and diagnostics).
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.slot.0
+    }
+
+    // ---- read side: task owner only ----
+
+    /// Back-pressure check, owner only, before reading: whether `max` calls are in
+    /// flight, in which case the caller must release the task without reading.
+    ///
+    /// Store `throttled`, then re-load `in_flight` (here), against decrement
+    /// `in_flight`, then load `throttled` ([`Connection::complete`]); all `SeqCst`,
+    /// so at least one side sees the other's write: either we see room and read on,
+    /// or the completer sees `throttled` and notifies. No stall is possible.
+    pub(crate) fn at_limit(&self, max: u32) -> bool {
+        if self.in_flight.load(Ordering::SeqCst) < max {
+            return false;
+        }
+        if !self.throttled.swap(true, Ordering::SeqCst) {
+            self.counters().throttled.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.in_flight.load(Ordering::SeqCst) < max {
+            // A reply completed in between. Its completer may also notify: harmless.
+            self.throttled.store(false, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Records what `take_data` returned, right after the owner called it. A set
+    /// DATA flag means bytes arrived that this owner may not read (it may be
+    /// throttled, or find a complete record already in the decoder): remember that
+    /// the socket may hold bytes, else the last owner to drain the decoder would go
+    /// idle with the socket unread, and no new edge would come.
+    pub(crate) fn note_data(&self, had_data: bool) {
+        if had_data {
+            lock(&self.read).maybe_more = true;
+        }
+    }
+
+    /// Reads until one complete record is assembled or the socket would block.
+    /// Owner only; call `take_data` first.
+    pub(crate) fn read_record(&self) -> ReadOutcome {
+        let mut rs = lock(&self.read);
+        loop {
+            match rs.decoder.next_record() {
+                Ok(Some(record)) => {
+                    let more = rs.maybe_more || rs.decoder.has_complete_record();
+                    return ReadOutcome::Record { record, more };
+                }
+                Ok(None) => {}
+                Err(e) => return ReadOutcome::Bad(e),
+            }
+            let space = rs.decoder.read_buf();
+            let offered = space.len();
+            if offered == 0 {
+                // The decoder should have reported an over-long record before its
+                // buffer filled; never spin on a zero-length read.
+                return ReadOutcome::Failed(io::Error::other("record decoder buffer is full"));
+            }
+            match (&self.stream).read(space) {
+                Ok(0) => return ReadOutcome::Eof,
+                Ok(n) => {
+                    rs.decoder.advance(n);
+                    rs.maybe_more = n == offered;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    rs.maybe_more = false;
+                    // After a large record, give the big buffers back so an idle
+                    // connection stays a few KiB.
+                    rs.decoder.shrink_if_idle();
+                    return ReadOutcome::Pending;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return ReadOutcome::Failed(e),
+            }
+        }
+    }
+
+    /// Counts a call just read as in flight. Owner only, after [`Connection::at_limit`]
+    /// returned false, so the count never exceeds the limit.
+    pub(crate) fn begin_call(&self) {
+        // Relaxed would do for the count itself (only the owner increments); SeqCst
+        // keeps every access in the throttle protocol in one total order.
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.counters().note_in_flight(now);
+    }
+
+    // ---- write side: any thread, and the poller ----
+
+    /// Sends one complete, record-marked reply without blocking. Returns how many
+    /// replies (this one and earlier buffered ones) fully reached the kernel; pass it
+    /// to [`Connection::complete`]. On error the connection is broken.
+    pub(crate) fn send_reply(&self, reply: &[u8]) -> io::Result<u32> {
+        let mut ws = lock(&self.write);
+        let mut rest = reply;
+        if ws.is_empty() {
+            // Fast path: nothing queued ahead of us, write straight from the caller's
+            // buffer.
+            let n = write_nonblocking(&self.stream, rest)?;
+            rest = &rest[n..];
+            if rest.is_empty() {
+                return Ok(1);
+            }
+        }
+        ws.queue(rest);
+        self.counters().note_output_buffered(ws.unsent());
+        // Before the final attempt: see `write_pending`.
+        self.write_pending.store(true, Ordering::SeqCst);
+        self.flush_locked(&mut ws)
+    }
+
+    /// Whether the output buffer may hold bytes (poller, before [`Connection::flush`]).
+    pub(crate) fn write_pending(&self) -> bool {
+        self.write_pending.load(Ordering::SeqCst)
+    }
+
+    /// Writes buffered replies until the buffer is empty or the socket is full
+    /// (poller, on a writable edge). Returns the number of replies completed.
+    pub(crate) fn flush(&self) -> io::Result<u32> {
+        let mut ws = lock(&self.write);
+        self.flush_locked(&mut ws)
+    }
+
+    fn flush_locked(&self, ws: &mut WriteState) -> io::Result<u32> {
+        let result = ws.flush(&self.stream);
+        if ws.is_empty() {
+            self.write_pending.store(false, Ordering::SeqCst);
+        }
+        result
+    }
+
+    /// Retires `n` completed calls. Returns true when reading had stopped at the
+    /// in-flight limit: the caller must then `notify` the task so it is read again.
+    pub(crate) fn complete(&self, n: u32) -> bool {
+        if n == 0 {
+            return false;
+        }
+        // SeqCst: decrement, then load `throttled` (the other half of `at_limit`).
+        self.in_flight.fetch_sub(n, Ordering::SeqCst);
+        self.throttled.load(Ordering::SeqCst) && self.throttled.swap(false, Ordering::SeqCst)
+    }
+
+    // ---- closing ----
+
+    /// Shuts the socket down both ways (any thread; idempotent). The peer sees the
+    /// close at once; the poller then reports hang-up.
+    pub(crate) fn shutdown_socket(&self) {
+        // Fails only when the socket is already dead (ENOTCONN): nothing to do.
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+
+    /// Tears the connection down: shuts the socket and asks the poller to deregister
+    /// it and drop its reference. Called by the thread that owns a closing task;
+    /// runs once.
+    pub(crate) fn teardown(&self) {
+        if self.torn_down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.shutdown_socket();
+        self.poller.remove(self.id);
+    }
+
+    pub(crate) fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("id", &self.id)
+            .field("peer", &self.peer)
+            .field("in_flight", &self.in_flight.load(Ordering::Relaxed))
+            .field("write_pending", &self.write_pending.load(Ordering::Relaxed))
+            .field("throttled", &self.throttled.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl WriteState {
+    fn is_empty(&self) -> bool {
+        self.sent == self.buf.len()
+    }
+
+    fn unsent(&self) -> usize {
+        self.buf.len() - self.sent
+    }
+
+    /// Appends the unsent tail of one reply.
+    fn queue(&mut self, bytes: &[u8]) {
+        if self.sent > 0 && self.sent >= self.buf.len() / 2 {
+            // Compact: the sent prefix is at least half the buffer.
+            self.buf.drain(..self.sent);
+            for end in &mut self.ends {
+                *end -= self.sent;
+            }
+            self.sent = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+        self.ends.push_back(self.buf.len());
+    }
+
+    /// Writes until empty or `WouldBlock`; returns replies completed.
+    fn flush(&mut self, stream: &TcpStream) -> io::Result<u32> {
+        let mut done = 0;
+        if !self.is_empty() {
+            // Returns short only on `WouldBlock`.
+            self.sent += write_nonblocking(stream, &self.buf[self.sent..])?;
+            while self.ends.front().is_some_and(|&end| end <= self.sent) {
+                self.ends.pop_front();
+                done += 1;
+            }
+        }
+        if self.is_empty() {
+            self.sent = 0;
+            if self.buf.capacity() > KEEP_OUTPUT_CAPACITY {
+                self.buf = Vec::new();
+            } else {
+                self.buf.clear();
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// Writes as much of `bytes` as the socket takes now; 0 means `WouldBlock`.
+fn write_nonblocking(stream: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
+    let mut written = 0;
+    let mut stream = stream;
+    while written < bytes.len() {
+        match stream.write(&bytes[written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(written)
+}
+
+/// Locks `m`, ignoring poisoning: the scheduler catches a panicking handler, and the
+/// states behind our locks are consistent between statements.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_state_counts_replies_by_their_last_byte() {
+        let mut ws = WriteState::default();
+        ws.queue(b"aaaa");
+        ws.queue(b"bb");
+        assert_eq!(ws.unsent(), 6);
+        // Simulate partial progress.
+        ws.sent = 3;
+        assert_eq!(ws.ends.front(), Some(&4));
+        ws.queue(b"c"); // compacts: sent (3) >= len/2
+        assert_eq!(ws.sent, 0);
+        assert_eq!(ws.buf, b"abbc");
+        assert_eq!(ws.ends, [1, 3, 4]);
+    }
+}

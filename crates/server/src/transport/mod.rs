@@ -1,0 +1,87 @@
+//! TCP transport: sockets on mio (edge-triggered epoll) feeding the service-thread
+//! scheduler.
+//!
+//! # Threads
+//!
+//! - **One acceptor** (`rnfs-accept`) owns the listening sockets. It accepts, applies
+//!   `max_connections`, and hands each new socket round-robin to a poller.
+//! - **One poller per scheduler pool** (`rnfs-poll-N`), each with its own epoll. A
+//!   connection handed to poller *p* becomes `sched.new_task(conn, p)`, so its work is
+//!   queued on pool *p*. Pollers do no RPC work: readable → [`Scheduler::notify`];
+//!   error → [`Scheduler::close`]; writable → flush the connection's buffered replies.
+//! - **Service threads** (the scheduler's) read, dispatch and reply.
+//!
+//! # Life of a call
+//!
+//! 1. Bytes arrive; epoll wakes the connection's poller, which calls `notify`: the
+//!    scheduler sets the task's `DATA` flag and, unless a thread already owns the
+//!    task (`BUSY`), queues it and wakes one idle service thread.
+//! 2. That thread gets a [`Claim`](rnfs_sched::Claim) (it now owns `BUSY`). If the
+//!    connection has `max_in_flight_per_conn` calls outstanding it stops here
+//!    (back-pressure, see below). Otherwise it clears `DATA` (`take_data`) *before*
+//!    reading, so bytes arriving during the read set it again and re-queue the task.
+//! 3. It reads the non-blocking socket into the connection's record decoder until one
+//!    complete record is assembled or the socket says `WouldBlock`. A partial record
+//!    stays in the decoder and the thread returns at once: a client that sends half a
+//!    call holds no thread.
+//! 4. With one record in hand it counts the call in flight and releases the claim
+//!    *before* processing it, asking for a re-queue (`more`) if the decoder holds
+//!    another complete record or the socket may hold unread bytes: the last read
+//!    filled the buffer, or DATA was set when this owner cleared it but it never
+//!    read the socket (it was throttled, or took a record already in the decoder).
+//!    Forgetting the latter loses the edge: the next owner drains the decoder and
+//!    goes idle with the socket unread. A short read means the socket was drained
+//!    and later bytes raise a new edge. Another thread can now read the next
+//!    pipelined call while this one works: one reader at a time, parallel
+//!    processing (Linux `svc_tcp_recvfrom`).
+//! 5. It dispatches the record and sends the reply (see *Write path*). When the reply
+//!    has left for the kernel the call stops counting as in flight.
+//!
+//! # Write path
+//!
+//! Replies of one connection go out one at a time under its write mutex, which is
+//! only ever held for non-blocking writes, so no thread waits on a slow client. A
+//! sender with an empty output buffer writes straight from its own reply buffer;
+//! what the socket does not take is appended to the connection's output buffer,
+//! which the poller flushes on the next writable edge. Replies behind a non-empty
+//! buffer are appended (order is kept) and a flush is attempted.
+//!
+//! The poller reads the `write_pending` flag before taking the lock, to keep the
+//! lock off the common readable-event path. An edge cannot be lost: a sender sets
+//! `write_pending` *before* its last write attempt, so either that attempt succeeds,
+//! or it fails with `WouldBlock` and the writable edge the kernel raises later is
+//! seen by a poller that already sees the flag. `write_pending` is cleared only under
+//! the lock, when the buffer is empty.
+//!
+//! # Back-pressure
+//!
+//! `in_flight` counts calls read but not yet fully written back. Only the task's
+//! owner increments it, after checking it is below the limit, so it never exceeds
+//! `max_in_flight_per_conn`. At the limit the owner sets `throttled`, re-checks
+//! `in_flight`, and releases without reading; whoever completes the next reply
+//! (a service thread or the poller's flush) clears `throttled` and calls `notify`.
+//! The set-then-recheck / decrement-then-check pair is `SeqCst` on both sides, so at
+//! least one side sees the other (no stall; at worst one spurious notify). A client
+//! that never reads its replies thus stops being read: its calls back up in its own
+//! socket buffers, it holds no thread, and the server holds at most the limit's worth
+//! of replies for it.
+//!
+//! # Closing
+//!
+//! Bad input (an oversized record, a record the dispatcher drops), EOF and socket
+//! errors end in [`Scheduler::close`]; the next owner of the task sees
+//! `is_closing()` and tears the connection down: it shuts the socket and tells the
+//! poller to deregister it and drop its reference. The file descriptor closes when
+//! the last reference goes.
+//!
+//! [`Scheduler::notify`]: rnfs_sched::Scheduler::notify
+//! [`Scheduler::close`]: rnfs_sched::Scheduler::close
+
+mod conn;
+mod poller;
+mod tcp;
+
+pub use conn::Connection;
+pub(crate) use conn::ReadOutcome;
+pub(crate) use poller::{spawn_poller, PollerHandle};
+pub(crate) use tcp::{bind_listener, spawn_acceptor, AcceptorHandle};

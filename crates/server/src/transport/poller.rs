@@ -1,0 +1,233 @@
+//! Poller threads: one epoll per scheduler pool, turning readiness into scheduler
+//! calls. A poller never reads a socket and never runs RPC code; the only socket
+//! work it does is flushing buffered replies on writable edges.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use mio::net::TcpStream;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+use rnfs_sched::{Enqueuer, Task};
+
+use super::conn::{ConnSlot, Connection};
+use crate::error::ServerError;
+use crate::handler::{close, complete};
+
+/// The poller's own waker; connection tokens are connection ids, which start at 0
+/// and never reach this.
+const WAKER: Token = Token(usize::MAX);
+
+/// Events fetched per `epoll_wait`.
+const EVENTS_CAPACITY: usize = 1024;
+
+pub(crate) enum PollerMsg {
+    /// A freshly accepted connection for this poller.
+    Add {
+        id: u64,
+        stream: TcpStream,
+        peer: SocketAddr,
+        slot: ConnSlot,
+    },
+    /// A torn-down connection: deregister it and drop the poller's reference.
+    Remove(u64),
+    /// Close every connection and exit.
+    Shutdown,
+}
+
+/// How other threads talk to a poller: a channel plus a waker to interrupt its
+/// `epoll_wait`.
+pub(crate) struct PollerHandle {
+    index: usize,
+    tx: Sender<PollerMsg>,
+    waker: Waker,
+}
+
+impl PollerHandle {
+    /// Sends `msg`; false if the poller has exited (server shutting down), in which
+    /// case `msg` (and any socket in it) is dropped.
+    fn send(&self, msg: PollerMsg) -> bool {
+        if self.tx.send(msg).is_err() {
+            return false;
+        }
+        if let Err(e) = self.waker.wake() {
+            tracing::error!(poller = self.index, "cannot wake poller: {e}");
+            return false;
+        }
+        true
+    }
+
+    pub(crate) fn add(&self, id: u64, stream: TcpStream, peer: SocketAddr, slot: ConnSlot) {
+        self.send(PollerMsg::Add {
+            id,
+            stream,
+            peer,
+            slot,
+        });
+    }
+
+    pub(crate) fn remove(&self, id: u64) {
+        self.send(PollerMsg::Remove(id));
+    }
+
+    pub(crate) fn shutdown(&self) {
+        self.send(PollerMsg::Shutdown);
+    }
+}
+
+impl fmt::Debug for PollerHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PollerHandle")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Poller {
+    index: usize,
+    poll: Poll,
+    rx: Receiver<PollerMsg>,
+    handle: Arc<PollerHandle>,
+    sched: Enqueuer<Connection>,
+    max_record_size: usize,
+    conns: HashMap<u64, Arc<Task<Connection>>>,
+}
+
+/// Starts poller `index`, whose connections are scheduled on pool `index`.
+pub(crate) fn spawn_poller(
+    index: usize,
+    sched: Enqueuer<Connection>,
+    max_record_size: usize,
+) -> Result<(Arc<PollerHandle>, JoinHandle<()>), ServerError> {
+    let poll = Poll::new().map_err(ServerError::Poll)?;
+    let waker = Waker::new(poll.registry(), WAKER).map_err(ServerError::Poll)?;
+    let (tx, rx) = mpsc::channel();
+    let handle = Arc::new(PollerHandle { index, tx, waker });
+    let poller = Poller {
+        index,
+        poll,
+        rx,
+        handle: Arc::clone(&handle),
+        sched,
+        max_record_size,
+        conns: HashMap::new(),
+    };
+    let name = format!("rnfs-poll-{index}");
+    let thread = std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || poller.run())
+        .map_err(|source| ServerError::Spawn { name, source })?;
+    Ok((handle, thread))
+}
+
+impl Poller {
+    fn run(mut self) {
+        let mut events = Events::with_capacity(EVENTS_CAPACITY);
+        loop {
+            if let Err(e) = self.poll.poll(&mut events, None) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::error!(poller = self.index, "epoll_wait failed, poller exits: {e}");
+                break;
+            }
+            let mut woken = false;
+            for event in &events {
+                if event.token() == WAKER {
+                    woken = true;
+                    continue;
+                }
+                let Some(task) = self.conns.get(&(event.token().0 as u64)) else {
+                    continue; // removed while the event was pending
+                };
+                if event.is_error() {
+                    close(&self.sched, task);
+                    continue;
+                }
+                if event.is_writable() && task.write_pending() {
+                    match task.flush() {
+                        Ok(done) => complete(&self.sched, task, done),
+                        Err(e) => {
+                            tracing::debug!(peer = %task.peer(), "write failed, closing: {e}");
+                            close(&self.sched, task);
+                            continue;
+                        }
+                    }
+                }
+                // Hang-up is reported as readable too: the owner reads the remaining
+                // bytes, then EOF, and closes.
+                if event.is_readable() || event.is_read_closed() {
+                    self.sched.notify(task);
+                }
+            }
+            if woken && self.drain_messages() {
+                break;
+            }
+        }
+        self.close_all();
+    }
+
+    /// Handles queued messages; returns true on shutdown.
+    fn drain_messages(&mut self) -> bool {
+        while let Ok(msg) = self.rx.try_recv() {
+            match msg {
+                PollerMsg::Add {
+                    id,
+                    stream,
+                    peer,
+                    slot,
+                } => self.add(id, stream, peer, slot),
+                PollerMsg::Remove(id) => {
+                    if let Some(task) = self.conns.remove(&id) {
+                        // Deregister by fd: other threads may still hold the
+                        // connection, keeping the fd open for a while.
+                        let fd = task.stream().as_raw_fd();
+                        let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+                    }
+                }
+                PollerMsg::Shutdown => return true,
+            }
+        }
+        false
+    }
+
+    fn add(&mut self, id: u64, mut stream: TcpStream, peer: SocketAddr, slot: ConnSlot) {
+        // Registering reports readiness that is already there (epoll_ctl ADD polls
+        // the socket), so bytes sent before this point are not missed.
+        let token = Token(id as usize);
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            tracing::warn!(%peer, "cannot register connection, closing it: {e}");
+            return;
+        }
+        let conn = Connection::new(
+            id,
+            peer,
+            stream,
+            Arc::clone(&self.handle),
+            self.max_record_size,
+            slot,
+        );
+        let task = self.sched.new_task(conn, self.index);
+        tracing::debug!(%peer, id, poller = self.index, "connection accepted");
+        self.conns.insert(id, task);
+    }
+
+    /// Shuts every connection's socket and drops the poller's references; the
+    /// scheduler's shutdown drops the rest.
+    fn close_all(&mut self) {
+        for task in self.conns.values() {
+            task.shutdown_socket();
+        }
+        self.conns.clear();
+    }
+}
