@@ -519,8 +519,12 @@ pub fn summary(rows: &[Row]) -> String {
     use crate::report::median;
 
     let mut out = String::from("medians over repetitions\n");
-    let mut modes: Vec<&str> = rows.iter().map(|r| r.mode).collect();
-    modes.dedup();
+    let mut modes: Vec<&str> = Vec::new();
+    for r in rows {
+        if !modes.contains(&r.mode) {
+            modes.push(r.mode);
+        }
+    }
     let mut threads: Vec<usize> = rows.iter().map(|r| r.threads).collect();
     threads.sort_unstable();
     threads.dedup();
