@@ -19,57 +19,40 @@ pub const NFSACL_PROGRAM: u32 = 100_227;
 /// The NULL procedure, present in every program: no arguments, no results.
 pub const PROC_NULL: u32 = 0;
 
-/// Answers NULL (the arguments, normally none, are ignored as Linux does) and
-/// refuses every other procedure with PROC_UNAVAIL.
-fn null_only(ctx: &CallContext<'_>) -> Result<(), ServiceError> {
-    match ctx.proc_ {
-        PROC_NULL => Ok(()),
-        _ => Err(ServiceError::ProcUnavail),
-    }
+/// A program of which only NULL is served (the arguments, normally none, are
+/// ignored as Linux does); every other procedure gets PROC_UNAVAIL.
+#[derive(Debug, Clone, Copy)]
+pub struct NullOnly {
+    program: u32,
+    version: u32,
+    name: &'static str,
 }
 
 /// NFS version 3, NULL only (for now).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NfsV3Null;
-
-impl Service for NfsV3Null {
-    fn program(&self) -> u32 {
-        NFS_PROGRAM
-    }
-
-    fn versions(&self) -> (u32, u32) {
-        (3, 3)
-    }
-
-    fn name(&self) -> &'static str {
-        "nfs"
-    }
-
-    fn call(
-        &self,
-        ctx: &CallContext<'_>,
-        _args: &mut Reader<'_>,
-        _reply: &mut Writer<'_>,
-    ) -> Result<(), ServiceError> {
-        null_only(ctx)
-    }
-}
+pub const NFS_V3_NULL: NullOnly = NullOnly {
+    program: NFS_PROGRAM,
+    version: 3,
+    name: "nfs",
+};
 
 /// MOUNT version 3, NULL only (for now).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct MountV3Null;
+pub const MOUNT_V3_NULL: NullOnly = NullOnly {
+    program: MOUNT_PROGRAM,
+    version: 3,
+    name: "mount",
+};
 
-impl Service for MountV3Null {
+impl Service for NullOnly {
     fn program(&self) -> u32 {
-        MOUNT_PROGRAM
+        self.program
     }
 
     fn versions(&self) -> (u32, u32) {
-        (3, 3)
+        (self.version, self.version)
     }
 
     fn name(&self) -> &'static str {
-        "mount"
+        self.name
     }
 
     fn call(
@@ -78,19 +61,19 @@ impl Service for MountV3Null {
         _args: &mut Reader<'_>,
         _reply: &mut Writer<'_>,
     ) -> Result<(), ServiceError> {
-        null_only(ctx)
+        match ctx.proc_ {
+            PROC_NULL => Ok(()),
+            _ => Err(ServiceError::ProcUnavail),
+        }
     }
 }
 
-/// A dispatcher with [`NfsV3Null`] and [`MountV3Null`] registered.
+/// A dispatcher with [`NFS_V3_NULL`] and [`MOUNT_V3_NULL`] registered.
 pub fn default_dispatcher() -> Dispatcher {
     let mut d = Dispatcher::new();
     // Distinct programs: registration cannot overlap.
-    for service in [
-        Arc::new(NfsV3Null) as Arc<dyn Service>,
-        Arc::new(MountV3Null),
-    ] {
-        if let Err(e) = d.register(service) {
+    for service in [NFS_V3_NULL, MOUNT_V3_NULL] {
+        if let Err(e) = d.register(Arc::new(service)) {
             debug_assert!(false, "{e}");
         }
     }
