@@ -17,7 +17,7 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -220,7 +220,9 @@ struct Synthetic {
 #[derive(Debug)]
 struct SyntheticHandler {
     work: Duration,
-    completions: Vec<crossbeam_channel::Sender<usize>>,
+    /// One channel per pool's poller; set once the scheduler has started and
+    /// the pool count is known (no call arrives before that).
+    completions: OnceLock<Vec<crossbeam_channel::Sender<usize>>>,
 }
 
 impl Handler for SyntheticHandler {
@@ -241,7 +243,9 @@ impl Handler for SyntheticHandler {
             }
         }
         // The reply goes out; the client's next call arrives at the poller.
-        let _ = self.completions[poller].send(id);
+        if let Some(tx) = self.completions.get().and_then(|c| c.get(poller)) {
+            let _ = tx.send(id);
+        }
     }
 }
 
@@ -251,33 +255,17 @@ fn in_process(
     threads: usize,
     run: usize,
 ) -> Result<Row, BenchError> {
-    let config = sched_config(params, policy, threads);
-    let pools = {
-        // Pollers are per pool, like the server's; size the channels first.
-        let probe = Scheduler::start(
-            Config {
-                initial_threads: 1,
-                min_threads: 1,
-                max_threads: 1,
-                pool_mode: params.pool_mode,
-                ..Config::default()
-            },
-            SyntheticHandler {
-                work: Duration::ZERO,
-                completions: Vec::new(),
-            },
-        );
-        probe.map(|s| s.pools()).unwrap_or(1)
-    };
-    let (senders, receivers): (Vec<_>, Vec<_>) =
-        (0..pools).map(|_| crossbeam_channel::unbounded()).unzip();
     let sched = Scheduler::start(
-        config,
+        sched_config(params, policy, threads),
         SyntheticHandler {
             work: params.work,
-            completions: senders,
+            completions: OnceLock::new(),
         },
     )?;
+    let pools = sched.pools();
+    let (senders, receivers): (Vec<_>, Vec<_>) =
+        (0..pools).map(|_| crossbeam_channel::unbounded()).unzip();
+    let _ = sched.handler().completions.set(senders);
     let tasks: Arc<Vec<_>> = Arc::new(
         (0..params.connections)
             .map(|id| {
