@@ -5,5 +5,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod nfs;
 pub mod report;
 pub mod sched;

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+mod backends;
 mod bench;
 mod serve;
 
@@ -33,7 +34,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve a directory over NFSv3 (currently the NULL procedure only).
+    /// Serve directories over NFSv3 and MOUNT v3.
     #[command(long_about = serve::SERVE_ABOUT)]
     Serve(serve::ServeArgs),
     /// Run benchmarks (e.g. `rnfs bench sched`: scheduler policies side by side).

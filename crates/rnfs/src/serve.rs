@@ -2,12 +2,20 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use nix::sys::signal::{SigSet, Signal};
 use rnfs_sched::{Config, Policy, PoolMode};
+use rnfs_server::nfs::exports::{Access, BackendKind, Squash, ANON_ID};
+use rnfs_server::nfs::{ConfigFile, ExportConfig, Exports, HandleKey};
+use rnfs_server::portmap::{
+    register_with_rpcbind, tcp_mappings, unregister_from_rpcbind, Mapping, PortRegistry,
+    PortmapService, RpcbindEndpoint, PMAP_PORT, PMAP_PROGRAM,
+};
+use rnfs_server::services::{MOUNT_PROGRAM, NFS_PROGRAM};
 use rnfs_server::{Limits, Server, ServerConfig, NFS_PORT};
 
 use crate::Failure;
@@ -20,13 +28,23 @@ const DEFAULT_THREADS: u32 = 8;
 const DEFAULT_MAX_THREADS: u32 = 64;
 
 pub(crate) const SERVE_ABOUT: &str = "\
-Serve EXPORT_DIR over NFSv3 on TCP until SIGINT or SIGTERM, then shut down cleanly \
-(exit status 0).
+Serve EXPORT_DIR (or the exports of --config FILE) over NFSv3 and MOUNT v3 on TCP \
+until SIGINT or SIGTERM, then shut down cleanly (exit status 0). SIGHUP reloads \
+--config FILE: exports that keep their id keep their clients and handles.
 
-Work in progress: EXPORT_DIR is checked (it must exist and be a directory) but not \
-yet served. The server answers the NULL procedure of NFS version 3 and MOUNT \
-version 3; every other procedure gets PROC_UNAVAIL, other NFS and MOUNT versions \
-PROG_MISMATCH, and other programs (NFSACL included) PROG_UNAVAIL.
+Clients mount EXPORT_DIR by its absolute path (or --mount-path), on the same port \
+as NFS: `mount -t nfs -o vers=3,proto=tcp,port=P,mountport=P host:/srv/data /mnt`. \
+With the built-in port mapper (--portmap, as root) a plain \
+`mount -t nfs host:/srv/data /mnt` works.
+
+EXPORT_DIR is exported read-write with root squashing (uid 0 becomes --anonuid); \
+a config file's exports are read-only unless they say `access = \"rw\"`, as \
+exports(5). Running as root, every call runs with the caller's uid, gid and groups, \
+so the file system's own permissions apply; running as another user, every call \
+runs as that user.
+
+File handles are signed with a key kept in --state-dir, so they stay valid across \
+restarts; deleting the key makes every client's handles stale.
 
 Threads: --threads N runs a fixed N service threads in total (default 8, like \
 knfsd). --min-threads/--max-threads instead size the pool dynamically: a thread is \
@@ -35,9 +53,70 @@ retires after --idle-timeout seconds.";
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// Directory to export (checked, not yet served: only NULL is answered for now).
-    #[arg(value_name = "EXPORT_DIR", value_parser = parse_export_dir)]
+    /// Directory to export, read-write (see --read-only).
+    #[arg(value_name = "EXPORT_DIR", value_parser = parse_export_dir,
+          required_unless_present = "config")]
     export_dir: Option<PathBuf>,
+
+    /// Serve the exports of this TOML file instead of EXPORT_DIR (format:
+    /// `[[export]]` tables with path, mount_path, id, backend, access, squash,
+    /// anonuid, anongid, clients, secure; see ARCHITECTURE.md). SIGHUP reloads it.
+    #[arg(long, short = 'c', value_name = "FILE", conflicts_with_all = [
+        "export_dir", "read_only", "squash", "anonuid", "anongid", "clients", "secure",
+        "backend", "mount_path"])]
+    config: Option<PathBuf>,
+
+    /// Export EXPORT_DIR read-only: every modifying call gets NFS3ERR_ROFS.
+    #[arg(long)]
+    read_only: bool,
+
+    /// Whose identity is replaced by --anonuid/--anongid: root (uid and gid 0,
+    /// exports(5) root_squash), all, or none (no_root_squash).
+    #[arg(long, value_enum, value_name = "WHO", default_value_t = SquashArg::Root)]
+    squash: SquashArg,
+
+    /// uid that squashed callers get.
+    #[arg(long, value_name = "UID", default_value_t = ANON_ID)]
+    anonuid: u32,
+
+    /// gid that squashed callers get.
+    #[arg(long, value_name = "GID", default_value_t = ANON_ID)]
+    anongid: u32,
+
+    /// Allow only clients from this network (CIDR such as 10.0.0.0/8, or one
+    /// address); repeat for several. [default: everyone]
+    #[arg(long = "client", value_name = "NET")]
+    clients: Vec<String>,
+
+    /// Refuse calls from source ports of 1024 and above (exports(5) `secure`).
+    #[arg(long)]
+    secure: bool,
+
+    /// Where exported files live: `local` (EXPORT_DIR itself) or `memory` (an
+    /// empty in-memory file system, for tests and benchmarks; EXPORT_DIR only
+    /// names the mount path).
+    #[arg(long, value_enum, value_name = "KIND", default_value_t = BackendArg::Local)]
+    backend: BackendArg,
+
+    /// The path clients mount. [default: EXPORT_DIR's absolute path]
+    #[arg(long, value_name = "PATH")]
+    mount_path: Option<String>,
+
+    /// Also serve the port mapper (portmap v2, rpcbind v3/v4) on TCP port 111,
+    /// listing rnfs's programs, for hosts without rpcbind: then a plain
+    /// `mount -t nfs host:/dir /mnt` finds the ports by itself. Needs root.
+    #[arg(long, conflicts_with = "register")]
+    portmap: bool,
+
+    /// Register NFS v3 and MOUNT v1-v3 with the host's running rpcbind at start
+    /// (unregister at shutdown), as rpc.mountd and knfsd do.
+    #[arg(long)]
+    register: bool,
+
+    /// Directory for the handle-signing key. [default: /var/lib/rnfs as root,
+    /// else $XDG_STATE_HOME/rnfs or ~/.local/state/rnfs]
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
 
     /// Address to listen on; repeat for several. IPv6 addresses are bound
     /// IPv6-only, so `0.0.0.0:P` and `[::]:P` can be combined. [default:
@@ -102,6 +181,24 @@ pub(crate) struct ServeArgs {
     /// such as `rnfs_server=debug`. Overrides RUST_LOG. [default: info]
     #[arg(long, value_name = "LEVEL")]
     pub(crate) log: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SquashArg {
+    /// uid 0 and gid 0 become the anonymous ids (root_squash).
+    Root,
+    /// Every caller becomes the anonymous ids (all_squash).
+    All,
+    /// Identities are used as sent (no_root_squash).
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendArg {
+    /// The host directory.
+    Local,
+    /// An in-memory file system, empty at start.
+    Memory,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -204,30 +301,124 @@ impl ServeArgs {
     }
 }
 
-/// Starts the server, waits for SIGINT or SIGTERM, shuts down.
+impl ServeArgs {
+    /// The exports to serve and the state directory from the config file, if any.
+    fn exports(&self) -> Result<(Vec<ExportConfig>, Option<PathBuf>), Failure> {
+        if let Some(path) = &self.config {
+            let file = ConfigFile::load(path).map_err(|e| anyhow::anyhow!(e))?;
+            return Ok((file.exports, file.server.state_dir));
+        }
+        let Some(dir) = &self.export_dir else {
+            return Err(Failure::Usage {
+                subcommand: "serve",
+                msg: "give EXPORT_DIR or --config FILE".into(),
+            });
+        };
+        let dir = std::fs::canonicalize(dir)
+            .with_context(|| format!("cannot resolve {}", dir.display()))?;
+        let mut c = ExportConfig::new(dir);
+        c.mount_path = self.mount_path.clone();
+        c.access = if self.read_only {
+            Access::Ro
+        } else {
+            Access::Rw
+        };
+        c.squash = match self.squash {
+            SquashArg::Root => Squash::Root,
+            SquashArg::All => Squash::All,
+            SquashArg::None => Squash::None,
+        };
+        c.anonuid = self.anonuid;
+        c.anongid = self.anongid;
+        c.clients = self.clients.clone();
+        c.secure = self.secure;
+        c.backend = match self.backend {
+            BackendArg::Local => BackendKind::Local,
+            BackendArg::Memory => BackendKind::Memory,
+        };
+        Ok((vec![c], None))
+    }
+}
+
+/// The default directory for the handle key.
+fn default_state_dir() -> PathBuf {
+    if nix::unistd::geteuid().is_root() {
+        return PathBuf::from("/var/lib/rnfs");
+    }
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("rnfs");
+    }
+    match std::env::var_os("HOME") {
+        Some(home) => PathBuf::from(home).join(".local/state/rnfs"),
+        None => std::env::temp_dir().join("rnfs-state"),
+    }
+}
+
+/// Starts the server, waits for SIGINT or SIGTERM, shuts down. SIGHUP reloads the
+/// configuration file.
 pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
-    let config = args.server_config()?;
+    let mut config = args.server_config()?;
+    let (export_configs, file_state_dir) = args.exports()?;
+    let state_dir = args
+        .state_dir
+        .clone()
+        .or(file_state_dir)
+        .unwrap_or_else(default_state_dir);
+    let key = HandleKey::load_or_create(&state_dir).context("cannot load the handle key")?;
+    let exports = Arc::new(
+        Exports::new(&export_configs, Box::new(crate::backends::open))
+            .map_err(|e| anyhow::anyhow!(e))?,
+    );
+    let dispatcher = rnfs_server::nfs::dispatcher(Arc::clone(&exports), key)
+        .context("cannot register the NFS services")?;
 
     // Block the signals before any thread starts: every thread inherits the mask,
     // so they stay pending until `wait` below takes them (no handler, no unsafe).
     let mut signals = SigSet::empty();
     signals.add(Signal::SIGINT);
     signals.add(Signal::SIGTERM);
+    signals.add(Signal::SIGHUP);
     signals
         .thread_block()
-        .context("cannot block SIGINT/SIGTERM")?;
+        .context("cannot block SIGINT/SIGTERM/SIGHUP")?;
 
-    let server = Server::start(config.clone()).context("cannot start the server")?;
+    config.sched.name = "rnfs-svc".into();
+    config.drc = Some(rnfs_server::nfs::drc_config());
+    let mut dispatcher = dispatcher;
+    let nfs_listen = config.listen.clone();
+    let mappings: Vec<Mapping> = [
+        tcp_mappings(NFS_PROGRAM, 3..=3, &nfs_listen),
+        tcp_mappings(MOUNT_PROGRAM, 1..=3, &nfs_listen),
+    ]
+    .concat();
+    if args.portmap {
+        let pmap_listen: Vec<SocketAddr> = nfs_listen
+            .iter()
+            .map(|a| SocketAddr::new(a.ip(), PMAP_PORT))
+            .collect();
+        let registry = Arc::new(PortRegistry::new());
+        registry
+            .set_all(mappings.clone())
+            .and_then(|()| registry.set_all(tcp_mappings(PMAP_PROGRAM, 2..=4, &pmap_listen)))
+            .map_err(|e| anyhow::anyhow!("port mapper: {e}"))?;
+        dispatcher
+            .register(Arc::new(PortmapService::new(registry)))
+            .context("cannot register the port mapper")?;
+        config.listen.extend(pmap_listen);
+    }
+    let server = Server::start_with_dispatcher(config.clone(), Arc::new(dispatcher))
+        .context("cannot start the server")?;
+    if args.register {
+        register_with_rpcbind(RpcbindEndpoint::system(), &mappings)
+            .context("cannot register with rpcbind (is it running?)")?;
+        tracing::info!("registered NFS and MOUNT with rpcbind");
+    }
     let addrs = server
         .local_addrs()
         .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(" ");
-    let export = args
-        .export_dir
-        .as_ref()
-        .map_or_else(|| "none".to_owned(), |p| p.display().to_string());
     let sched = &config.sched;
     let threads = if sched.min_threads == sched.max_threads {
         sched.max_threads.to_string()
@@ -235,14 +426,52 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
         format!("{}..={}", sched.min_threads, sched.max_threads)
     };
     tracing::info!(
-        "serving on {addrs} (policy {}, pool mode {}, {} pool(s), {threads} threads, export {export}: NULL only)",
+        "serving on {addrs} (policy {}, pool mode {}, {} pool(s), {threads} threads)",
         sched.policy,
         sched.pool_mode,
         server.scheduler().pools(),
     );
+    for e in exports.load().iter() {
+        tracing::info!(
+            "export {} -> {} ({:?}, {:?}, squash {:?}, clients {})",
+            e.mount_path,
+            e.config.path.display(),
+            e.config.backend,
+            e.config.access,
+            e.config.squash,
+            if e.config.clients.is_empty() {
+                "everyone".to_owned()
+            } else {
+                e.config.clients.join(",")
+            }
+        );
+    }
+    if !rnfs_vfs::identity::can_switch() {
+        tracing::info!("not running as root: every call runs as this process's user");
+    }
 
-    let signal = signals.wait().context("waiting for a signal failed")?;
-    tracing::info!("{signal}: shutting down");
+    loop {
+        let signal = signals.wait().context("waiting for a signal failed")?;
+        if signal != Signal::SIGHUP {
+            tracing::info!("{signal}: shutting down");
+            break;
+        }
+        let Some(path) = &args.config else {
+            tracing::info!("SIGHUP: no --config file, nothing to reload");
+            continue;
+        };
+        match ConfigFile::load(path)
+            .and_then(|file| exports.reload(&file.exports).map(|()| file.exports.len()))
+        {
+            Ok(n) => tracing::info!("SIGHUP: reloaded {} ({n} exports)", path.display()),
+            Err(e) => tracing::error!("SIGHUP: keeping the old exports: {e}"),
+        }
+    }
+    if args.register {
+        if let Err(e) = unregister_from_rpcbind(RpcbindEndpoint::system(), &mappings) {
+            tracing::warn!("cannot unregister from rpcbind: {e}");
+        }
+    }
     server.shutdown();
     tracing::info!("stopped");
     Ok(())

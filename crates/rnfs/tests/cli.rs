@@ -93,6 +93,8 @@ fn serve_answers_null_and_stops_on_sigterm() {
                 "info",
             ])
             .arg(&dir.0)
+            .arg("--state-dir")
+            .arg(dir.0.join(".state"))
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -184,7 +186,16 @@ fn conflicting_thread_options_are_usage_errors() {
 fn address_in_use_fails_with_exit_status_1() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let (code, err) = run_fail(&["serve", "--listen", &addr]);
+    let dir = TempDir::new("inuse");
+    let state = dir.0.join(".state");
+    let (code, err) = run_fail(&[
+        "serve",
+        "--listen",
+        &addr,
+        "--state-dir",
+        state.to_str().unwrap(),
+        dir.0.to_str().unwrap(),
+    ]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
 }
@@ -199,5 +210,39 @@ fn help_describes_the_server_and_lists_serve() {
     let out = rnfs().args(["serve", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("20490"), "{help}");
-    assert!(help.contains("NULL"), "{help}");
+    for word in [
+        "EXPORT_DIR",
+        "--config",
+        "--read-only",
+        "--squash",
+        "--portmap",
+    ] {
+        assert!(help.contains(word), "{word} missing from {help}");
+    }
+}
+
+#[test]
+fn export_dir_or_config_is_required() {
+    let (code, err) = run_fail(&["serve", "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("EXPORT_DIR") || err.contains("--config"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_config_file_names_the_file_and_line() {
+    let dir = TempDir::new("badcfg");
+    let cfg = dir.0.join("rnfs.toml");
+    std::fs::write(&cfg, "[[export]]\npath = \"/tmp\"\nsquash = \"maybe\"\n").unwrap();
+    let (code, err) = run_fail(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("rnfs.toml") && err.contains("line 3"), "{err}");
 }

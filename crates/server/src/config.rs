@@ -80,6 +80,18 @@ pub struct ServerConfig {
     /// `None` leaves the kernel's autotuning on. A small buffer makes a client that
     /// does not read its replies hit the in-flight limit sooner.
     pub send_buffer_size: Option<usize>,
+    /// Duplicate request cache for the calls it selects; `None`: no cache.
+    pub drc: Option<DrcConfig>,
+}
+
+/// Which calls go through the duplicate request cache, and its size.
+#[derive(Debug, Clone, Copy)]
+pub struct DrcConfig {
+    /// Entry and byte limits.
+    pub limits: crate::drc::DrcLimits,
+    /// Whether a call (program, version, procedure) is cached: the non-idempotent
+    /// ones.
+    pub cached: fn(prog: u32, vers: u32, proc_: u32) -> bool,
 }
 
 impl ServerConfig {
@@ -91,6 +103,7 @@ impl ServerConfig {
             sched: rnfs_sched::Config::default(),
             limits: Limits::default(),
             send_buffer_size: None,
+            drc: None,
         }
     }
 }

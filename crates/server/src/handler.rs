@@ -7,6 +7,8 @@ use std::sync::Arc;
 use rnfs_rpc::{DispatchOutcome, Dispatcher};
 use rnfs_sched::{Claim, Enqueuer, Handler, Task};
 
+use crate::config::DrcConfig;
+use crate::drc::{DrcBegin, DrcKey, DrcStats, DuplicateRequestCache};
 use crate::transport::{Connection, ReadOutcome};
 
 /// Initial capacity of each thread's reply buffer.
@@ -18,6 +20,7 @@ const REPLY_BUFFER: usize = 4096;
 pub struct ServerHandler {
     dispatcher: Arc<Dispatcher>,
     max_in_flight: u32,
+    drc: Option<(DuplicateRequestCache, DrcConfig)>,
 }
 
 /// Per-service-thread state: a reply buffer reused across calls.
@@ -27,11 +30,42 @@ pub struct ThreadState {
 }
 
 impl ServerHandler {
-    pub(crate) fn new(dispatcher: Arc<Dispatcher>, max_in_flight: u32) -> Self {
+    pub(crate) fn new(
+        dispatcher: Arc<Dispatcher>,
+        max_in_flight: u32,
+        drc: Option<DrcConfig>,
+    ) -> Self {
         ServerHandler {
             dispatcher,
             max_in_flight,
+            drc: drc.map(|c| (DuplicateRequestCache::new(c.limits), c)),
         }
+    }
+
+    /// The duplicate request cache's counters, if there is one.
+    pub fn drc_stats(&self) -> Option<DrcStats> {
+        self.drc.as_ref().map(|(cache, _)| cache.stats())
+    }
+
+    /// The cache key of `record` if its call goes through the DRC. Reads the
+    /// program, version and procedure words directly, so other calls pay no
+    /// header decode.
+    fn drc_key(
+        &self,
+        record: &[u8],
+        peer: std::net::SocketAddr,
+    ) -> Option<(&DuplicateRequestCache, DrcKey)> {
+        let (cache, config) = self.drc.as_ref()?;
+        let word = |i: usize| {
+            record
+                .get(i * 4..i * 4 + 4)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        // xid, msg_type, rpcvers, prog, vers, proc.
+        if !(config.cached)(word(3)?, word(4)?, word(5)?) {
+            return None;
+        }
+        Some((cache, DrcKey::from_call(peer, record)?))
     }
 
     /// The dispatcher calls are handed to.
@@ -47,10 +81,37 @@ impl ServerHandler {
         state: &mut ThreadState,
     ) {
         state.reply.clear();
-        match self
-            .dispatcher
-            .dispatch(record, Some(task.peer()), &mut state.reply)
-        {
+        let outcome = match self.drc_key(record, task.peer()) {
+            None => self
+                .dispatcher
+                .dispatch(record, Some(task.peer()), &mut state.reply),
+            Some((cache, key)) => match cache.begin(key) {
+                DrcBegin::Run(guard) => {
+                    let outcome =
+                        self.dispatcher
+                            .dispatch(record, Some(task.peer()), &mut state.reply);
+                    if !state.reply.is_empty() {
+                        guard.finish(&state.reply);
+                    }
+                    outcome
+                }
+                DrcBegin::Replay(cached) => {
+                    state.reply.extend_from_slice(&cached);
+                    DispatchOutcome::Replied {
+                        xid: key.xid(),
+                        prog: key.prog(),
+                        vers: key.vers(),
+                        proc_: key.proc_(),
+                        status: rnfs_rpc::ReplyStatus::Success,
+                    }
+                }
+                DrcBegin::Drop => {
+                    complete(enq, task, 1);
+                    return;
+                }
+            },
+        };
+        match outcome {
             DispatchOutcome::Dropped(reason) => {
                 tracing::warn!(peer = %task.peer(), "closing connection: undecodable RPC message ({reason})");
                 task.counters()

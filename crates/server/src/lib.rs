@@ -16,14 +16,17 @@
 #![warn(missing_docs)]
 
 mod config;
+pub mod drc;
 mod error;
 mod handler;
+pub mod nfs;
+pub mod portmap;
 mod server;
 pub mod services;
 mod stats;
 pub mod transport;
 
-pub use config::{Limits, ServerConfig, NFS_PORT};
+pub use config::{DrcConfig, Limits, ServerConfig, NFS_PORT};
 pub use error::ServerError;
 pub use handler::{ServerHandler, ThreadState};
 pub use server::Server;

@@ -63,7 +63,8 @@ impl Server {
             })
             .collect::<Result<Vec<_>, _>>()?;
 
-        let handler = ServerHandler::new(dispatcher, config.limits.max_in_flight_per_conn);
+        let handler =
+            ServerHandler::new(dispatcher, config.limits.max_in_flight_per_conn, config.drc);
         let sched = Scheduler::start(config.sched.clone(), handler)?;
 
         let mut server = Server {

@@ -72,3 +72,14 @@ impl<T: Encode + ?Sized> Encode for &T {
         (**self).encode(w);
     }
 }
+
+/// `void` (RFC 4506 §4.16): no bytes.
+impl Decode<'_> for () {
+    fn decode(_: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(())
+    }
+}
+
+impl Encode for () {
+    fn encode(&self, _: &mut Writer<'_>) {}
+}

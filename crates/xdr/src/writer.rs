@@ -141,6 +141,17 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Overwrites bytes already written at `pos` (from [`len`](Self::len) taken
+    /// earlier), e.g. a header whose values are known only after the body. A range
+    /// past the end is ignored.
+    pub fn overwrite(&mut self, pos: usize, bytes: &[u8]) {
+        if let Some(hole) = self.buf.get_mut(pos..pos + bytes.len()) {
+            hole.copy_from_slice(bytes);
+        } else {
+            debug_assert!(false, "overwrite past the end at {pos}");
+        }
+    }
+
     /// Length in bytes of everything written after `slot` (for length prefixes).
     pub fn len_since(&self, slot: Slot) -> usize {
         self.buf.len().saturating_sub(slot.0 + 4)

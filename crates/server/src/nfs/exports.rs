@@ -1,0 +1,627 @@
+//! Exports: which directories are served, to whom, and with which identity rules.
+//!
+//! The configuration file is TOML, one `[[export]]` table per export:
+//!
+//! ```toml
+//! [server]
+//! state_dir = "/var/lib/rnfs"        # where the handle key lives
+//!
+//! [[export]]
+//! path = "/srv/data"                 # directory on this host (required)
+//! mount_path = "/data"               # what clients mount; default: `path`
+//! id = 1                             # handle prefix; default: a hash of `path`
+//! backend = "local"                  # or "memory" (contents vanish on exit)
+//! access = "rw"                      # "ro" (the default, as exports(5)) or "rw"
+//! squash = "root"                    # "root" (default), "all" or "none"
+//! anonuid = 65534                    # identity of squashed callers
+//! anongid = 65534
+//! clients = ["10.0.0.0/8", "192.168.1.7"]   # default: everyone
+//! secure = false                     # require a source port below 1024
+//! ```
+//!
+//! The table is swapped atomically on reload ([`Exports::reload`]): calls in flight
+//! finish with the table they started with, an export that keeps its id keeps its
+//! backend (open files, caches, memory contents) and therefore its clients' handles.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use ipnet::IpNet;
+use rnfs_vfs::{Cred, Filesystem};
+use serde::Deserialize;
+
+/// Read-only or read-write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    /// Every modifying call gets NFS3ERR_ROFS.
+    #[default]
+    Ro,
+    /// Reads and writes.
+    Rw,
+}
+
+/// How callers' identities are mapped (exports(5) `root_squash` etc.).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Squash {
+    /// uid 0 and gid 0 become `anonuid`/`anongid` (`root_squash`).
+    #[default]
+    Root,
+    /// Everyone becomes `anonuid`/`anongid` (`all_squash`).
+    All,
+    /// Identities are taken as sent (`no_root_squash`).
+    None,
+}
+
+/// Which backend serves an export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// The host directory at `path`.
+    #[default]
+    Local,
+    /// An empty in-memory file system (tests, benchmarks).
+    Memory,
+}
+
+/// Default anonymous uid and gid (`nobody`/`nogroup` on Debian).
+pub const ANON_ID: u32 = 65534;
+
+fn anon() -> u32 {
+    ANON_ID
+}
+
+/// One `[[export]]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportConfig {
+    /// Directory on this host.
+    pub path: PathBuf,
+    /// The path clients mount; default: `path`.
+    #[serde(default)]
+    pub mount_path: Option<String>,
+    /// Handle prefix, stable across restarts; default: a hash of `path`.
+    #[serde(default)]
+    pub id: Option<u32>,
+    /// Backend.
+    #[serde(default)]
+    pub backend: BackendKind,
+    /// `ro` or `rw`.
+    #[serde(default)]
+    pub access: Access,
+    /// Identity squashing.
+    #[serde(default)]
+    pub squash: Squash,
+    /// uid of squashed callers.
+    #[serde(default = "anon")]
+    pub anonuid: u32,
+    /// gid of squashed callers.
+    #[serde(default = "anon")]
+    pub anongid: u32,
+    /// Allowed client networks (CIDR or single addresses); empty: everyone.
+    #[serde(default)]
+    pub clients: Vec<String>,
+    /// Require a privileged source port.
+    #[serde(default)]
+    pub secure: bool,
+}
+
+impl ExportConfig {
+    /// An export of `path` with default options (read-only, root squash, everyone).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            mount_path: None,
+            id: None,
+            backend: BackendKind::Local,
+            access: Access::Ro,
+            squash: Squash::Root,
+            anonuid: ANON_ID,
+            anongid: ANON_ID,
+            clients: Vec::new(),
+            secure: false,
+        }
+    }
+
+    /// The path clients mount.
+    pub fn mount_path(&self) -> String {
+        self.mount_path
+            .clone()
+            .unwrap_or_else(|| self.path.to_string_lossy().into_owned())
+    }
+
+    /// The export id: explicit, or FNV-1a of the mount path (stable across
+    /// restarts and hosts).
+    pub fn export_id(&self) -> u32 {
+        self.id.unwrap_or_else(|| {
+            self.mount_path().bytes().fold(0x811c_9dc5u32, |h, b| {
+                (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+            })
+        })
+    }
+}
+
+/// The `[server]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// Directory for the handle key; default: `/var/lib/rnfs` as root, else
+    /// `$XDG_STATE_HOME/rnfs` or `~/.local/state/rnfs`.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// A whole configuration file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Server-wide settings.
+    #[serde(default)]
+    pub server: ServerSection,
+    /// The exports.
+    #[serde(default, rename = "export")]
+    pub exports: Vec<ExportConfig>,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema.
+    #[error("{}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// No `[[export]]`.
+    #[error("no exports configured")]
+    NoExports,
+    /// A `clients` entry is neither an address nor a CIDR network.
+    #[error(
+        "export {path}: bad client network {value:?} (expected e.g. 10.0.0.0/8 or 192.168.1.7)"
+    )]
+    BadNetwork {
+        /// The export's mount path.
+        path: String,
+        /// The entry.
+        value: String,
+    },
+    /// Two exports share an id or a mount path.
+    #[error("exports {first} and {second} have the same {what}; give one an explicit `{field}`")]
+    Duplicate {
+        /// One export's mount path.
+        first: String,
+        /// The other's.
+        second: String,
+        /// "id" or "mount path".
+        what: &'static str,
+        /// The field to set.
+        field: &'static str,
+    },
+    /// A mount path that is not absolute.
+    #[error("export {0}: mount_path must start with '/'")]
+    RelativeMountPath(String),
+    /// The backend could not be opened.
+    #[error("export {path}: {message}")]
+    Backend {
+        /// The export's mount path.
+        path: String,
+        /// The backend's error.
+        message: String,
+    },
+}
+
+impl ConfigFile {
+    /// Reads and parses a TOML configuration file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|message| ConfigError::Parse {
+            path: path.to_owned(),
+            message,
+        })
+    }
+
+    /// Parses TOML text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
+/// Options of a live export, checked on every call.
+#[derive(Debug, Clone)]
+pub struct ExportOptions {
+    /// `ro` or `rw`.
+    pub access: Access,
+    /// Identity squashing.
+    pub squash: Squash,
+    /// uid of squashed callers.
+    pub anonuid: u32,
+    /// gid of squashed callers.
+    pub anongid: u32,
+    /// Allowed networks; empty: everyone.
+    pub clients: Vec<IpNet>,
+    /// Require a privileged source port.
+    pub secure: bool,
+}
+
+/// Why a caller may not use an export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The caller's address is not in `clients`.
+    #[error("client address not allowed")]
+    Network,
+    /// `secure` and the source port is not privileged.
+    #[error("insecure source port")]
+    InsecurePort,
+}
+
+impl ExportOptions {
+    fn from_config(c: &ExportConfig) -> Result<Self, ConfigError> {
+        let clients = c
+            .clients
+            .iter()
+            .map(|s| {
+                s.parse::<IpNet>()
+                    .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
+                    .map_err(|_| ConfigError::BadNetwork {
+                        path: c.mount_path(),
+                        value: s.clone(),
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            access: c.access,
+            squash: c.squash,
+            anonuid: c.anonuid,
+            anongid: c.anongid,
+            clients,
+            secure: c.secure,
+        })
+    }
+
+    /// Whether `peer` may use the export. Costs O(number of configured networks).
+    pub fn check(&self, peer: Option<SocketAddr>) -> Result<(), Refusal> {
+        let Some(peer) = peer else {
+            // No address (not a socket transport): only an unrestricted export.
+            return if self.clients.is_empty() && !self.secure {
+                Ok(())
+            } else {
+                Err(Refusal::Network)
+            };
+        };
+        if self.secure && peer.port() >= 1024 {
+            return Err(Refusal::InsecurePort);
+        }
+        if self.clients.is_empty() {
+            return Ok(());
+        }
+        let ip = match peer.ip() {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        if self.clients.iter().any(|net| net.contains(&ip)) {
+            Ok(())
+        } else {
+            Err(Refusal::Network)
+        }
+    }
+
+    /// The identity a call runs with: AUTH_SYS values after squashing, or the
+    /// anonymous identity for AUTH_NONE (`None`).
+    pub fn credentials(&self, sys: Option<(u32, u32, &[u32])>) -> Cred {
+        let anon = || Cred {
+            uid: self.anonuid,
+            gid: self.anongid,
+            groups: Vec::new(),
+        };
+        let Some((uid, gid, groups)) = sys else {
+            return anon();
+        };
+        match self.squash {
+            Squash::All => anon(),
+            Squash::None => Cred {
+                uid,
+                gid,
+                groups: groups.to_vec(),
+            },
+            Squash::Root => Cred {
+                uid: if uid == 0 { self.anonuid } else { uid },
+                gid: if gid == 0 { self.anongid } else { gid },
+                groups: groups
+                    .iter()
+                    .map(|&g| if g == 0 { self.anongid } else { g })
+                    .collect(),
+            },
+        }
+    }
+}
+
+/// One live export.
+#[derive(Debug)]
+pub struct Export {
+    /// Handle prefix.
+    pub id: u32,
+    /// What clients mount.
+    pub mount_path: String,
+    /// The configuration it came from.
+    pub config: ExportConfig,
+    /// Access rules.
+    pub options: ExportOptions,
+    /// The backend.
+    pub fs: Arc<dyn Filesystem>,
+}
+
+impl Export {
+    /// Whether modifying calls are refused.
+    pub fn read_only(&self) -> bool {
+        self.options.access == Access::Ro
+    }
+}
+
+/// An immutable set of exports, looked up by id (every call) and by mount path
+/// (MNT).
+#[derive(Debug, Default)]
+pub struct ExportTable {
+    by_id: HashMap<u32, Arc<Export>>,
+    by_path: HashMap<String, Arc<Export>>,
+    /// In configuration order, for EXPORT and DUMP.
+    ordered: Vec<Arc<Export>>,
+}
+
+impl ExportTable {
+    /// The export with handle prefix `id`.
+    pub fn get(&self, id: u32) -> Option<&Arc<Export>> {
+        self.by_id.get(&id)
+    }
+
+    /// The export mounted as `path` (trailing slashes ignored).
+    pub fn by_mount_path(&self, path: &str) -> Option<&Arc<Export>> {
+        let trimmed = path.trim_end_matches('/');
+        self.by_path
+            .get(if trimmed.is_empty() { "/" } else { trimmed })
+    }
+
+    /// Every export, in configuration order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Export>> {
+        self.ordered.iter()
+    }
+
+    /// Number of exports.
+    pub fn len(&self) -> usize {
+        self.ordered.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ordered.is_empty()
+    }
+}
+
+/// Opens the backend of an export.
+pub type BackendOpener = dyn Fn(&ExportConfig) -> Result<Arc<dyn Filesystem>, String> + Send + Sync;
+
+/// The live export table, read lock-free on every call and replaced whole on
+/// reload.
+pub struct Exports {
+    table: ArcSwap<ExportTable>,
+    opener: Box<BackendOpener>,
+}
+
+impl std::fmt::Debug for Exports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exports")
+            .field("table", &self.table.load())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Exports {
+    /// Builds the table, opening every backend with `opener`.
+    pub fn new(configs: &[ExportConfig], opener: Box<BackendOpener>) -> Result<Self, ConfigError> {
+        let table = build(configs, None, &*opener)?;
+        Ok(Self {
+            table: ArcSwap::from_pointee(table),
+            opener,
+        })
+    }
+
+    /// The current table. Cheap (no lock); hold it for the length of one call.
+    pub fn load(&self) -> arc_swap::Guard<Arc<ExportTable>> {
+        self.table.load()
+    }
+
+    /// Replaces the table with one built from `configs`. An export whose id, path
+    /// and backend kind are unchanged keeps its backend, so its clients' handles
+    /// and open state survive; only its options change. On error the old table
+    /// stays in place.
+    pub fn reload(&self, configs: &[ExportConfig]) -> Result<(), ConfigError> {
+        let old = self.table.load_full();
+        let table = build(configs, Some(&old), &*self.opener)?;
+        self.table.store(Arc::new(table));
+        Ok(())
+    }
+}
+
+fn build(
+    configs: &[ExportConfig],
+    old: Option<&ExportTable>,
+    opener: &BackendOpener,
+) -> Result<ExportTable, ConfigError> {
+    if configs.is_empty() {
+        return Err(ConfigError::NoExports);
+    }
+    let mut table = ExportTable::default();
+    for c in configs {
+        let mount_path = c.mount_path().trim_end_matches('/').to_owned();
+        let mount_path = if mount_path.is_empty() {
+            "/".to_owned()
+        } else {
+            mount_path
+        };
+        if !mount_path.starts_with('/') {
+            return Err(ConfigError::RelativeMountPath(mount_path));
+        }
+        let id = c.export_id();
+        if let Some(other) = table.by_id.get(&id) {
+            return Err(ConfigError::Duplicate {
+                first: other.mount_path.clone(),
+                second: mount_path,
+                what: "id",
+                field: "id",
+            });
+        }
+        if let Some(other) = table.by_path.get(&mount_path) {
+            return Err(ConfigError::Duplicate {
+                first: other.mount_path.clone(),
+                second: mount_path,
+                what: "mount path",
+                field: "mount_path",
+            });
+        }
+        let options = ExportOptions::from_config(c)?;
+        let reuse = old
+            .and_then(|t| t.get(id))
+            .filter(|e| e.config.path == c.path && e.config.backend == c.backend)
+            .map(|e| Arc::clone(&e.fs));
+        let fs = match reuse {
+            Some(fs) => fs,
+            None => opener(c).map_err(|message| ConfigError::Backend {
+                path: mount_path.clone(),
+                message,
+            })?,
+        };
+        let export = Arc::new(Export {
+            id,
+            mount_path: mount_path.clone(),
+            config: c.clone(),
+            options,
+            fs,
+        });
+        table.by_id.insert(id, Arc::clone(&export));
+        table.by_path.insert(mount_path, Arc::clone(&export));
+        table.ordered.push(export);
+    }
+    Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn parses_every_option_and_defaults() {
+        let cfg = ConfigFile::parse(
+            r#"
+            [server]
+            state_dir = "/tmp/s"
+            [[export]]
+            path = "/srv/a"
+            [[export]]
+            path = "/srv/b"
+            mount_path = "/b"
+            id = 7
+            backend = "memory"
+            access = "rw"
+            squash = "all"
+            anonuid = 1
+            anongid = 2
+            clients = ["10.0.0.0/8", "::1"]
+            secure = true
+            "#,
+        )
+        .unwrap();
+        assert_eq!(cfg.server.state_dir, Some(PathBuf::from("/tmp/s")));
+        let a = &cfg.exports[0];
+        assert_eq!(
+            (a.access, a.squash, a.anonuid, a.secure),
+            (Access::Ro, Squash::Root, ANON_ID, false)
+        );
+        let b = &cfg.exports[1];
+        assert_eq!(b.mount_path(), "/b");
+        assert_eq!(b.export_id(), 7);
+        assert_eq!(b.backend, BackendKind::Memory);
+        assert_eq!((b.access, b.squash), (Access::Rw, Squash::All));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors_with_a_location() {
+        let e =
+            ConfigFile::parse("[[export]]\npath = \"/a\"\nsquash = \"sometimes\"\n").unwrap_err();
+        assert!(e.contains("sometimes") && e.contains("line 3"), "{e}");
+        let e = ConfigFile::parse("[[export]]\npath = \"/a\"\nro = true\n").unwrap_err();
+        assert!(e.contains("unknown field"), "{e}");
+    }
+
+    fn opts(clients: &[&str], secure: bool) -> ExportOptions {
+        let mut c = ExportConfig::new("/x");
+        c.clients = clients.iter().map(|s| s.to_string()).collect();
+        c.secure = secure;
+        ExportOptions::from_config(&c).unwrap()
+    }
+
+    #[test]
+    fn client_networks_and_secure_ports() {
+        let o = opts(&["10.1.0.0/16", "192.168.1.7"], false);
+        assert_eq!(o.check(Some("10.1.2.3:900".parse().unwrap())), Ok(()));
+        assert_eq!(o.check(Some("192.168.1.7:5000".parse().unwrap())), Ok(()));
+        assert_eq!(
+            o.check(Some("192.168.1.8:5000".parse().unwrap())),
+            Err(Refusal::Network)
+        );
+        // IPv4-mapped IPv6 peers match IPv4 networks.
+        assert_eq!(
+            o.check(Some("[::ffff:10.1.9.9]:1".parse().unwrap())),
+            Ok(())
+        );
+        assert_eq!(o.check(None), Err(Refusal::Network));
+        let s = opts(&[], true);
+        assert_eq!(s.check(Some("1.2.3.4:1023".parse().unwrap())), Ok(()));
+        assert_eq!(
+            s.check(Some("1.2.3.4:1024".parse().unwrap())),
+            Err(Refusal::InsecurePort)
+        );
+        let mut c = ExportConfig::new("/x");
+        c.clients = vec!["10.0.0.0/33".into()];
+        assert!(matches!(
+            ExportOptions::from_config(&c),
+            Err(ConfigError::BadNetwork { .. })
+        ));
+    }
+
+    #[test]
+    fn squashing() {
+        let mut o = opts(&[], false);
+        let groups = [0, 5];
+        let root = o.credentials(Some((0, 0, &groups)));
+        assert_eq!(
+            (root.uid, root.gid, root.groups),
+            (ANON_ID, ANON_ID, vec![ANON_ID, 5])
+        );
+        let user = o.credentials(Some((1000, 100, &[])));
+        assert_eq!((user.uid, user.gid), (1000, 100));
+        assert_eq!(o.credentials(None).uid, ANON_ID);
+        o.squash = Squash::None;
+        assert_eq!(o.credentials(Some((0, 0, &groups))).uid, 0);
+        o.squash = Squash::All;
+        assert_eq!(o.credentials(Some((1000, 100, &[]))).uid, ANON_ID);
+    }
+}

@@ -1,0 +1,151 @@
+//! The MOUNT program (100005), versions 1 to 3 (RFC 1813 appendix I).
+//!
+//! MNT hands out an export's root handle after checking the client's address; it
+//! exists only in version 3 here, because versions 1 and 2 carry 32-byte handles
+//! and ours are up to 61 bytes (their MNT answers PROC_UNAVAIL). DUMP, UMNT,
+//! UMNTALL and EXPORT have the same form in every version, so `showmount`, which
+//! speaks version 1, works.
+//!
+//! The mount list (DUMP) is advisory, as in every implementation: it is bounded
+//! and forgotten on restart; nothing depends on it.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use rnfs_nfs3::{
+    DumpRes, ExportNode, ExportRes, FileHandle, MntArgs, MountBody, MountProc3, Mountres3,
+    Mountres3Ok, Mountstat3, UmntArgs,
+};
+use rnfs_rpc::{CallContext, Service, ServiceError};
+use rnfs_xdr::{Decode, Encode, Reader, Writer};
+
+use super::exports::Exports;
+use super::handles::HandleKey;
+
+/// AUTH_SYS, the only flavor offered at mount time.
+const AUTH_SYS: u32 = 1;
+/// Most (host, path) pairs remembered for DUMP.
+const MAX_MOUNT_LIST: usize = 4096;
+
+/// The MOUNT service.
+#[derive(Debug)]
+pub struct MountService {
+    exports: Arc<Exports>,
+    key: HandleKey,
+    /// (client address, mount path), for DUMP.
+    mounts: Mutex<BTreeSet<(String, String)>>,
+}
+
+impl MountService {
+    /// A MOUNT service for `exports`, sealing root handles with `key`.
+    pub fn new(exports: Arc<Exports>, key: HandleKey) -> Self {
+        Self {
+            exports,
+            key,
+            mounts: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    fn mounts(&self) -> std::sync::MutexGuard<'_, BTreeSet<(String, String)>> {
+        // The set stays consistent even if a holder panicked.
+        self.mounts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn host(ctx: &CallContext<'_>) -> String {
+        ctx.peer
+            .map_or_else(|| "unknown".to_owned(), |p| p.ip().to_string())
+    }
+
+    fn mnt(&self, ctx: &CallContext<'_>, a: MntArgs<'_>) -> Mountres3 {
+        let path = String::from_utf8_lossy(a.dirpath);
+        let table = self.exports.load();
+        let Some(export) = table.by_mount_path(&path) else {
+            tracing::info!(peer = ?ctx.peer, "MNT {path}: no such export");
+            return Mountres3::Fail(Mountstat3::Noent);
+        };
+        if let Err(refusal) = export.options.check(ctx.peer) {
+            tracing::warn!(peer = ?ctx.peer, "MNT {path} refused: {refusal}");
+            return Mountres3::Fail(Mountstat3::Acces);
+        }
+        let wire = self.key.seal(export.id, &export.fs.root());
+        let Ok(fhandle) = FileHandle::new(wire.as_bytes()) else {
+            return Mountres3::Fail(Mountstat3::Serverfault);
+        };
+        let mut mounts = self.mounts();
+        if mounts.len() < MAX_MOUNT_LIST {
+            mounts.insert((Self::host(ctx), export.mount_path.clone()));
+        }
+        tracing::info!(peer = ?ctx.peer, "MNT {}", export.mount_path);
+        Mountres3::Ok(Mountres3Ok {
+            fhandle,
+            auth_flavors: vec![AUTH_SYS],
+        })
+    }
+}
+
+impl Service for MountService {
+    fn program(&self) -> u32 {
+        crate::services::MOUNT_PROGRAM
+    }
+
+    fn versions(&self) -> (u32, u32) {
+        (1, 3)
+    }
+
+    fn name(&self) -> &'static str {
+        "mount"
+    }
+
+    fn call(
+        &self,
+        ctx: &CallContext<'_>,
+        args: &mut Reader<'_>,
+        reply: &mut Writer<'_>,
+    ) -> Result<(), ServiceError> {
+        let proc_ = MountProc3::try_from(ctx.proc_).map_err(|_| ServiceError::ProcUnavail)?;
+        match proc_ {
+            MountProc3::Null => {}
+            MountProc3::Mnt if ctx.vers != 3 => return Err(ServiceError::ProcUnavail),
+            MountProc3::Mnt => self.mnt(ctx, MntArgs::decode(args)?).encode(reply),
+            MountProc3::Dump => {
+                let mounts = self.mounts();
+                DumpRes {
+                    mounts: mounts
+                        .iter()
+                        .map(|(host, dir)| MountBody {
+                            hostname: host.as_bytes(),
+                            directory: dir.as_bytes(),
+                        })
+                        .collect(),
+                }
+                .encode(reply);
+            }
+            MountProc3::Umnt => {
+                let a = UmntArgs::decode(args)?;
+                let path = String::from_utf8_lossy(a.dirpath);
+                let path = path.trim_end_matches('/');
+                self.mounts().remove(&(Self::host(ctx), path.to_owned()));
+            }
+            MountProc3::Umntall => {
+                let host = Self::host(ctx);
+                self.mounts().retain(|(h, _)| *h != host);
+            }
+            MountProc3::Export => {
+                let table = self.exports.load();
+                ExportRes {
+                    exports: table
+                        .iter()
+                        .map(|e| ExportNode {
+                            dir: e.mount_path.as_bytes(),
+                            groups: e.config.clients.iter().map(|c| c.as_bytes()).collect(),
+                        })
+                        .collect(),
+                }
+                .encode(reply);
+            }
+        }
+        Ok(())
+    }
+}

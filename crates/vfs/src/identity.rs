@@ -1,0 +1,201 @@
+//! Per-thread file-system identity, so permission checks are the kernel's own.
+//!
+//! When the server runs as root it switches the calling service thread's fsuid,
+//! fsgid and supplementary groups to the caller's before each call, as knfsd does.
+//! All three are per-thread on Linux at the system-call level; the C library's
+//! `setgroups` wrapper, however, broadcasts to every thread (POSIX semantics), so
+//! the raw system call is used. The current identity is cached per thread, so a run
+//! of calls from one user costs no system call at all.
+//!
+//! Switching fsuid away from 0 also drops the file-system capabilities
+//! (`CAP_DAC_READ_SEARCH` among them, which `open_by_handle_at` needs).
+//! [`as_fs_root`] runs a closure with fsuid and fsgid 0 and restores the caller's
+//! identity afterwards; backends use it for handle resolution only, never for the
+//! operation itself.
+
+use std::cell::RefCell;
+
+use crate::Cred;
+
+thread_local! {
+    /// The identity this thread currently has, if it was ever switched.
+    static CURRENT: RefCell<Option<Cred>> = const { RefCell::new(None) };
+}
+
+/// The identity could not be applied. The call must not run: it would run with the
+/// wrong permissions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("cannot switch the thread's identity to uid {uid} gid {gid}: errno {errno}")]
+pub struct IdentityError {
+    /// Requested uid.
+    pub uid: u32,
+    /// Requested gid.
+    pub gid: u32,
+    /// The failing system call's errno.
+    pub errno: i32,
+}
+
+/// Whether this process can switch identities (effective uid 0).
+pub fn can_switch() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn set_fsuid(uid: u32) -> bool {
+    // SAFETY: setfsuid only changes this thread's credentials. It returns the
+    // previous value and reports no error, so the effect is read back with the
+    // invalid id -1, which changes nothing.
+    unsafe {
+        libc::setfsuid(uid);
+        libc::setfsuid(u32::MAX) as u32 == uid
+    }
+}
+
+fn set_fsgid(gid: u32) -> bool {
+    // SAFETY: as `set_fsuid`.
+    unsafe {
+        libc::setfsgid(gid);
+        libc::setfsgid(u32::MAX) as u32 == gid
+    }
+}
+
+fn set_groups(groups: &[u32]) -> Result<(), i32> {
+    // SAFETY: the raw system call (not the libc wrapper, which would change every
+    // thread) reads `groups.len()` gids from a live slice; gid_t is u32 on Linux.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_setgroups,
+            groups.len() as libc::size_t,
+            groups.as_ptr(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EPERM))
+    }
+}
+
+fn apply(cred: &Cred) -> Result<(), IdentityError> {
+    let fail = |errno| IdentityError {
+        uid: cred.uid,
+        gid: cred.gid,
+        errno,
+    };
+    // Groups and gid first: once fsuid is not 0, CAP_SETGID is still held
+    // (setgroups checks the effective, not the fs, capabilities), but keeping this
+    // order mirrors knfsd and leaves the uid switch last.
+    set_groups(&cred.groups).map_err(fail)?;
+    if !set_fsgid(cred.gid) {
+        return Err(fail(libc::EPERM));
+    }
+    if !set_fsuid(cred.uid) {
+        return Err(fail(libc::EPERM));
+    }
+    Ok(())
+}
+
+/// Makes the calling thread's file-system identity `cred` (no system call if it
+/// already is). Only meaningful when [`can_switch`]; otherwise an error for any
+/// identity other than the process's own.
+pub fn switch_to(cred: &Cred) -> Result<(), IdentityError> {
+    CURRENT.with(|current| {
+        let mut current = current.borrow_mut();
+        if current.as_ref() == Some(cred) {
+            return Ok(());
+        }
+        // Forget the cached identity first: if `apply` fails half-way the thread's
+        // real state is unknown and the next call must apply everything again.
+        *current = None;
+        apply(cred)?;
+        *current = Some(cred.clone());
+        Ok(())
+    })
+}
+
+/// Runs `f` with fsuid and fsgid 0 (the file-system capabilities back), then
+/// restores the thread's identity. A thread that was never switched runs `f`
+/// directly.
+pub fn as_fs_root<T>(f: impl FnOnce() -> T) -> T {
+    let switched = CURRENT.with(|c| {
+        c.borrow()
+            .as_ref()
+            .is_some_and(|c| c.uid != 0 || c.gid != 0)
+    });
+    if !switched {
+        return f();
+    }
+    /// Restores the thread's identity even if `f` panics: a thread left with
+    /// fsuid 0 under a cached user identity would run later calls as root.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CURRENT.with(|c| {
+                if let Some(cred) = c.borrow().as_ref() {
+                    // SAFETY: setfsuid/setfsgid change only this thread's credentials.
+                    unsafe {
+                        libc::setfsgid(cred.gid);
+                        libc::setfsuid(cred.uid);
+                    }
+                }
+            });
+        }
+    }
+    // Four raw calls, no read-back: the caller's ids were applied and verified by
+    // `switch_to`, and raising fsuid to 0 cannot fail for a process whose
+    // effective uid is 0 (the only kind that switches).
+    // SAFETY: as in `Restore::drop`.
+    unsafe {
+        libc::setfsgid(0);
+        libc::setfsuid(0);
+    }
+    let _restore = Restore;
+    f()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn switching_changes_permission_checks_on_this_thread_only() {
+        if !can_switch() {
+            eprintln!("skipped: not root");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("rnfs-ident-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("secret");
+        std::fs::write(&secret, b"x").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        let s2 = secret.clone();
+        std::thread::spawn(move || {
+            let user = Cred {
+                uid: 4242,
+                gid: 4242,
+                groups: vec![4243],
+            };
+            switch_to(&user).unwrap();
+            let e = std::fs::read(&s2).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+            // Back to root on this thread.
+            as_fs_root(|| std::fs::read(&s2).unwrap());
+            assert!(
+                std::fs::read(&s2).is_err(),
+                "identity restored after as_fs_root"
+            );
+            switch_to(&Cred::root()).unwrap();
+            std::fs::read(&s2).unwrap();
+        })
+        .join()
+        .unwrap();
+        // The other thread's switch never affected this one.
+        std::fs::read(&secret).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

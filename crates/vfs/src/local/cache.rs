@@ -1,0 +1,236 @@
+//! [`ClockCache`]: a bounded map from handle bytes to shared values (open file
+//! descriptors), evicting with the CLOCK algorithm.
+//!
+//! Every operation is O(1) (eviction amortised: the hand clears at most one
+//! "referenced" bit per slot it passes). The map is split into shards, each
+//! behind its own mutex held only for a hash lookup, so service threads working on
+//! different files rarely meet. Values are handed out as clones (`Arc`s): an
+//! evicted descriptor stays open until the last caller using it drops its clone,
+//! and is dropped outside the shard lock.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::BackendHandle;
+
+/// Shards per cache: enough that 16-64 service threads seldom contend.
+const SHARDS: usize = 16;
+
+/// A bounded handle -> `V` map with CLOCK eviction. A capacity of 0 caches nothing.
+pub(super) struct ClockCache<V> {
+    shards: Box<[Mutex<Shard<V>>]>,
+    hasher: std::collections::hash_map::RandomState,
+    capacity: usize,
+}
+
+/// One shard. `map` gives each key's index in `slots`; `slots.len() <= cap`.
+struct Shard<V> {
+    map: HashMap<BackendHandle, usize>,
+    slots: Vec<Slot<V>>,
+    hand: usize,
+    cap: usize,
+}
+
+struct Slot<V> {
+    key: BackendHandle,
+    value: V,
+    /// Set on every hit; the clock hand clears it once before evicting.
+    referenced: bool,
+}
+
+impl<V: Clone> ClockCache<V> {
+    /// A cache holding at most about `capacity` values (rounded up to a multiple
+    /// of the shard count).
+    pub(super) fn new(capacity: usize) -> Self {
+        Self::with_shards(capacity, SHARDS)
+    }
+
+    fn with_shards(capacity: usize, shard_count: usize) -> Self {
+        let per_shard = capacity.div_ceil(shard_count);
+        let shards = (0..shard_count)
+            .map(|_| {
+                Mutex::new(Shard {
+                    map: HashMap::new(),
+                    slots: Vec::new(),
+                    hand: 0,
+                    cap: per_shard,
+                })
+            })
+            .collect();
+        Self {
+            shards,
+            hasher: std::collections::hash_map::RandomState::new(),
+            capacity: per_shard * shard_count,
+        }
+    }
+
+    fn shard(&self, key: &BackendHandle) -> MutexGuard<'_, Shard<V>> {
+        let index = (self.hasher.hash_one(key) as usize) % self.shards.len();
+        // A panic while holding a shard lock cannot leave the shard inconsistent in
+        // a way that matters (at worst a stale index, checked on use), so a
+        // poisoned lock is simply taken over.
+        self.shards[index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The value cached for `key`, marking it recently used.
+    pub(super) fn get(&self, key: &BackendHandle) -> Option<V> {
+        let mut shard = self.shard(key);
+        let index = *shard.map.get(key)?;
+        let slot = shard.slots.get_mut(index)?;
+        slot.referenced = true;
+        Some(slot.value.clone())
+    }
+
+    /// Caches `value` for `key`, replacing any previous value. Returns what was
+    /// replaced or evicted, for the caller to drop outside the lock.
+    pub(super) fn insert(&self, key: BackendHandle, value: V) -> Option<V> {
+        let mut guard = self.shard(&key);
+        let shard = &mut *guard;
+        if shard.cap == 0 {
+            return Some(value);
+        }
+        if let Some(&index) = shard.map.get(&key) {
+            let slot = &mut shard.slots[index];
+            slot.referenced = true;
+            return Some(std::mem::replace(&mut slot.value, value));
+        }
+        if shard.slots.len() < shard.cap {
+            shard.map.insert(key, shard.slots.len());
+            shard.slots.push(Slot {
+                key,
+                value,
+                referenced: false,
+            });
+            return None;
+        }
+        // CLOCK: pass over recently used slots once, evict the first that is not.
+        loop {
+            let hand = shard.hand % shard.slots.len();
+            let slot = &mut shard.slots[hand];
+            if slot.referenced {
+                slot.referenced = false;
+                shard.hand = hand + 1;
+                continue;
+            }
+            let old_key = std::mem::replace(&mut slot.key, key);
+            let old = std::mem::replace(&mut slot.value, value);
+            shard.map.remove(&old_key);
+            shard.map.insert(key, hand);
+            shard.hand = hand + 1;
+            return Some(old);
+        }
+    }
+
+    /// Forgets `key`. Returns its value, for the caller to drop outside the lock.
+    pub(super) fn remove(&self, key: &BackendHandle) -> Option<V> {
+        let mut guard = self.shard(key);
+        let shard = &mut *guard;
+        let index = shard.map.remove(key)?;
+        let slot = shard.slots.swap_remove(index);
+        if let Some(moved) = shard.slots.get(index) {
+            shard.map.insert(moved.key, index);
+        }
+        Some(slot.value)
+    }
+
+    /// How many values are cached.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        (0..self.shards.len())
+            .map(|i| {
+                self.shards[i]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .slots
+                    .len()
+            })
+            .sum()
+    }
+}
+
+impl<V> std::fmt::Debug for ClockCache<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClockCache")
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    fn key(i: u32) -> BackendHandle {
+        BackendHandle::new(&i.to_le_bytes()).unwrap()
+    }
+
+    #[test]
+    fn bounded_and_every_kept_key_maps_to_its_own_value() {
+        let cache = ClockCache::new(64);
+        for i in 0..10_000u32 {
+            cache.insert(key(i), i);
+            assert!(cache.len() <= 64);
+        }
+        let mut kept = 0;
+        for i in 0..10_000u32 {
+            if let Some(v) = cache.get(&key(i)) {
+                assert_eq!(v, i);
+                kept += 1;
+            }
+        }
+        assert_eq!(kept, cache.len());
+        assert!(kept > 0);
+    }
+
+    #[test]
+    fn recently_used_entries_survive_a_sweep() {
+        let cache = ClockCache::with_shards(3, 1);
+        for i in 0..3 {
+            assert_eq!(cache.insert(key(i), i), None);
+        }
+        assert_eq!(cache.get(&key(0)), Some(0));
+        // The hand passes key 0 (referenced) and evicts key 1.
+        assert_eq!(cache.insert(key(3), 3), Some(1));
+        assert_eq!(cache.get(&key(0)), Some(0));
+        assert_eq!(cache.get(&key(1)), None);
+        assert_eq!(cache.get(&key(2)), Some(2));
+        assert_eq!(cache.get(&key(3)), Some(3));
+    }
+
+    #[test]
+    fn replace_and_remove() {
+        let cache = ClockCache::new(SHARDS * 4);
+        assert_eq!(cache.insert(key(1), 10), None);
+        assert_eq!(cache.insert(key(1), 11), Some(10));
+        assert_eq!(cache.get(&key(1)), Some(11));
+        assert_eq!(cache.remove(&key(1)), Some(11));
+        assert_eq!(cache.get(&key(1)), None);
+        assert_eq!(cache.remove(&key(1)), None);
+    }
+
+    #[test]
+    fn removal_keeps_the_other_indexes_right() {
+        let cache = ClockCache::new(SHARDS * 100);
+        for i in 0..500u32 {
+            cache.insert(key(i), i);
+        }
+        for i in (0..500u32).step_by(3) {
+            assert_eq!(cache.remove(&key(i)), Some(i));
+        }
+        for i in 0..500u32 {
+            let expect = (i % 3 != 0).then_some(i);
+            assert_eq!(cache.get(&key(i)), expect);
+        }
+    }
+
+    #[test]
+    fn capacity_zero_caches_nothing() {
+        let cache = ClockCache::new(0);
+        assert_eq!(cache.insert(key(1), 1), Some(1));
+        assert_eq!(cache.get(&key(1)), None);
+    }
+}

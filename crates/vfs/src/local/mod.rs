@@ -1,0 +1,865 @@
+//! The `local` backend: a directory of the host's file system, exported as is.
+//!
+//! [`LocalFs::open`] takes the export directory; every operation then works on
+//! descriptors, never on path strings.
+//!
+//! # Confinement
+//! - Each operation starts from a descriptor of a directory the handle named and
+//!   resolves **one name component**: names with `/` or NUL, `""`, and `.`/`..`
+//!   where they make no sense are refused before any system call. Where the
+//!   kernel has `openat2` (probed once at open; `ENOSYS`/`EPERM` fall back) names
+//!   are opened with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+//!   RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV`, otherwise with `O_NOFOLLOW`. The
+//!   other `*at` calls take one name they do not follow (`unlinkat`, `mkdirat`,
+//!   `renameat`, ...; `fstatat` with `AT_SYMLINK_NOFOLLOW`) or act on a
+//!   descriptor with `AT_EMPTY_PATH`. Symlinks are returned, never followed.
+//! - `lookup("..")` at the export root is the root; below it, the parent.
+//! - Objects on another file system (a mount point inside the export, a btrfs
+//!   subvolume) are refused with [`FsError::XDev`]: their kernel handles would not
+//!   resolve against the export's mount.
+//!
+//! # Handles
+//! A handle is the kernel's own (`name_to_handle_at`), see `handle.rs`: stable
+//! across restarts, O(1) to resolve with `open_by_handle_at(export, handle,
+//! O_PATH)`, no table. That call needs `CAP_DAC_READ_SEARCH`, which a thread
+//! loses when the server switches its fsuid to the caller's; resolution therefore
+//! runs under [`identity::as_fs_root`], and only the resolution: the `O_PATH`
+//! descriptor it yields grants no access, and every access (open for reading or
+//! writing, listing, creating, removing) happens with the caller's identity.
+//!
+//! `open_by_handle_at` accepts any handle of the file system, including one of a
+//! file outside the export directory. The backend does not walk `..` to check
+//! (O(depth)): the server wraps every handle it issues in a keyed MAC, so a client
+//! cannot forge one, and every handle the backend issues is inside the export.
+//! A handle of another file system is interpreted on this one and in practice
+//! resolves to nothing ([`FsError::Stale`] or [`FsError::BadHandle`]).
+//!
+//! **Unprivileged** (the process cannot `open_by_handle_at` at open time): handles
+//! keep the same format, but resolve through a bounded cache (CLOCK, 64 Ki entries
+//! by default) of `O_PATH` descriptors filled by lookup, create and readdirplus. A
+//! miss is `Stale`. Handles other than the root's do not survive a restart or an
+//! eviction in this mode.
+//!
+//! # Open files and durability
+//! READ, WRITE and COMMIT use a bounded cache (1024 by default) of descriptors
+//! opened for reading or writing, keyed by handle, so a stream of WRITEs costs one
+//! `pwrite` and two `fstat`s each, and a handle with a cached descriptor needs no
+//! resolution at all (GETATTR is one `fstat`). Descriptors are opened by
+//! re-opening `/proc/self/fd/N` of the `O_PATH` descriptor, so the kernel checks
+//! the caller's permissions at open. On a cache hit the permission is checked
+//! again (`faccessat2`), except for the file's owner, as knfsd's owner override
+//! does: a file created with mode 0444 (git objects, `cp -p`) stays writable by
+//! its creator while its descriptor is cached.
+//!
+//! Unstable writes are plain `pwrite`s; `DATA_SYNC`/`FILE_SYNC` writes use
+//! `pwritev2(RWF_DSYNC/RWF_SYNC)` (fallback: `fdatasync`/`fsync`); COMMIT is
+//! `fsync`. Closing a cached descriptor loses nothing: dirty pages belong to the
+//! inode, and a write-back error nobody has seen yet is reported to the next
+//! `fsync` on any descriptor of the file (Linux >= 4.13). When an `fsync` does
+//! report an error, the write verifier changes, so clients resend every unstable
+//! write since their last COMMIT, as knfsd does. The verifier is random at each
+//! [`LocalFs::open`].
+//!
+//! REMOVE, RMDIR and RENAME drop the object whose last link they removed from
+//! the caches, so its space is freed at once; a file deleted by another process
+//! stays allocated until its descriptor is evicted. A handle whose object has no
+//! links left is `Stale`.
+//!
+//! # READDIR cookies
+//! `.` and `..` come first with the cookies `1 << 63 | 1` and `1 << 63 | 2`; the
+//! kernel's own entries follow, each with its `d_off`, the position after it,
+//! which ext4, xfs, btrfs and tmpfs (since Linux 6.6) keep stable while the entry
+//! exists and which always has bit 63 clear. Resuming is `lseek(d_off)` on a
+//! fresh descriptor: O(1) (a hash or index lookup in the file system), whatever
+//! the position. `getdents64` starts with a 4 KiB buffer and doubles it up to
+//! 32 KiB as the sink keeps taking entries, so a small page reads little more
+//! than it returns. The cookie verifier is always zero (as knfsd on these file
+//! systems); a cookie with any other verifier is [`FsError::BadCookie`]. With
+//! `plus`, each entry is opened `O_PATH`, stat'ed and given its handle (one
+//! object for all three, so they cannot disagree); an entry that vanished meanwhile
+//! carries no plus data.
+//!
+//! # Credentials
+//! The backend never switches identities: the server sets the thread's fsuid,
+//! fsgid and groups with [`identity::switch_to`] (which [`identity::as_fs_root`]
+//! relies on) and the kernel checks permissions. ACCESS
+//! ([`Filesystem::access`](crate::Filesystem::access)) computes from the mode
+//! bits as knfsd's `nfsd_access` does; a read-only export removes MODIFY, EXTEND
+//! and DELETE.
+//!
+//! # Limitations
+//! - Requires `/proc/self/fd` (checked at open).
+//! - Setting the mode of a symlink is ignored (Linux has no such mode; knfsd
+//!   ignores it too).
+//! - knfsd's owner override is only honoured on cached descriptors (see above):
+//!   a fresh open uses the kernel's checks as they are. knfsd's
+//!   read-if-executable (READ of a mode 0111 file) is not honoured.
+//! - READDIR cookies are only stable where the file system keeps `d_off` stable
+//!   (not tmpfs before Linux 6.6, nor overlayfs merged directories).
+//! - `max_file_size` is reported as `i64::MAX` (userspace cannot read the file
+//!   system's `s_maxbytes`); writes past the real limit fail with `FBig`.
+
+mod cache;
+mod handle;
+mod ops;
+mod readdir;
+mod sys;
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rustix::fs::{self as rfs, AtFlags, FileType as RawType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::io::Errno;
+use rustix::path::DecInt;
+
+use self::cache::ClockCache;
+use crate::{identity, Attr, BackendHandle, Cred, FileType, FsError, FsInfo, FsResult, Time};
+
+/// Options for [`LocalFs::open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalOptions {
+    /// Refuse every change with [`FsError::RoFs`] (also forced when the mount
+    /// itself is read-only).
+    pub read_only: bool,
+    /// The `fsid` to report instead of the export's `st_dev`.
+    pub fsid: Option<u64>,
+    /// How many open file descriptors to cache for READ/WRITE/COMMIT (at most a
+    /// quarter of `RLIMIT_NOFILE` is used).
+    pub open_files: usize,
+    /// Unprivileged mode only: how many handles to remember (one `O_PATH`
+    /// descriptor each; at most half of `RLIMIT_NOFILE` is used).
+    pub handle_cache: usize,
+}
+
+impl Default for LocalOptions {
+    fn default() -> Self {
+        Self {
+            read_only: false,
+            fsid: None,
+            open_files: 1024,
+            handle_cache: 65_536,
+        }
+    }
+}
+
+/// Why [`LocalFs::open`] failed. Every variant names the export path.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalError {
+    /// The export directory cannot be opened or stat'ed.
+    #[error("cannot open export directory {path}: {source}")]
+    Open {
+        /// The export path.
+        path: PathBuf,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// The file system does not give out file handles (`name_to_handle_at`).
+    #[error("file system of {path} does not support file handles: {source}")]
+    HandlesUnsupported {
+        /// The export path.
+        path: PathBuf,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// The file system's handles do not fit in a [`BackendHandle`].
+    #[error("file handles of {path} are {len} bytes (type {handle_type}); at most {max} fit")]
+    HandleTooLong {
+        /// The export path.
+        path: PathBuf,
+        /// The kernel handle's length.
+        len: usize,
+        /// The kernel handle's type.
+        handle_type: i32,
+        /// The most that fit.
+        max: usize,
+    },
+    /// `open_by_handle_at` failed for another reason than missing privilege.
+    #[error("cannot resolve file handles under {path}: {source}")]
+    Handles {
+        /// The export path.
+        path: PathBuf,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// `/proc/self/fd` is missing or unusable.
+    #[error("export {path} needs /proc/self/fd: {source}")]
+    Proc {
+        /// The export path.
+        path: PathBuf,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// No random bytes for the write verifier.
+    #[error("export {path}: cannot read /dev/urandom for the write verifier: {source}")]
+    Random {
+        /// The export path.
+        path: PathBuf,
+        /// The system error.
+        source: std::io::Error,
+    },
+}
+
+/// A host directory as a [`Filesystem`](crate::Filesystem). See the module docs.
+#[derive(Debug)]
+pub struct LocalFs {
+    /// The export path, for messages.
+    path: PathBuf,
+    /// The export directory, `O_RDONLY`: the mount descriptor for
+    /// `open_by_handle_at` and the root's descriptor.
+    root: Arc<OwnedFd>,
+    root_handle: BackendHandle,
+    root_dev: u64,
+    root_ino: u64,
+    fsid: u64,
+    read_only: bool,
+    resolver: Resolver,
+    /// Descriptors opened for reading or writing, by handle.
+    open_files: ClockCache<Arc<OpenFile>>,
+    /// `/proc/self/fd`, to re-open `O_PATH` descriptors with access.
+    proc_fd: OwnedFd,
+    has_openat2: bool,
+    /// Cleared the first time `fchmodat2(AT_EMPTY_PATH)` is missing.
+    has_fchmodat2: AtomicBool,
+    /// Cleared the first time `faccessat2` is missing.
+    has_faccessat2: AtomicBool,
+    /// Cleared the first time `pwritev2` refuses sync flags.
+    has_rwf_sync: AtomicBool,
+    /// The write verifier; bumped when an `fsync` reports an error.
+    verifier: AtomicU64,
+    info: FsInfo,
+}
+
+/// How handles become descriptors.
+#[derive(Debug)]
+enum Resolver {
+    /// `open_by_handle_at` (privileged).
+    Kernel,
+    /// A bounded cache of `O_PATH` descriptors (unprivileged).
+    Cached(ClockCache<Arc<OwnedFd>>),
+}
+
+/// A cached descriptor opened for reading, or for reading and writing.
+#[derive(Debug)]
+struct OpenFile {
+    fd: OwnedFd,
+    writable: bool,
+}
+
+/// A resolved handle: a descriptor (`O_PATH` or better) and its attributes.
+struct Node {
+    fd: NodeFd,
+    stat: Stat,
+}
+
+/// Where a node's descriptor comes from. Operations use it only with
+/// `AT_EMPTY_PATH`, `fstat` and as a directory, which any of these allow.
+enum NodeFd {
+    /// Just resolved (`O_PATH`).
+    Owned(OwnedFd),
+    /// The root, or from the unprivileged cache (`O_PATH`).
+    Shared(Arc<OwnedFd>),
+    /// From the open-file cache (opened for reading or writing).
+    File(Arc<OpenFile>),
+}
+
+impl AsFd for NodeFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Self::Owned(fd) => fd.as_fd(),
+            Self::Shared(fd) => fd.as_fd(),
+            Self::File(file) => file.fd.as_fd(),
+        }
+    }
+}
+
+impl Node {
+    fn is_dir(&self) -> bool {
+        RawType::from_raw_mode(self.stat.st_mode) == RawType::Directory
+    }
+}
+
+/// The one place a system error becomes an [`FsError`].
+fn errno(e: Errno) -> FsError {
+    FsError::from_errno(e.raw_os_error())
+}
+
+/// Longest name component.
+const NAME_MAX: usize = 255;
+
+/// A name to look up: `.` and `..` allowed.
+fn check_lookup_name(name: &[u8]) -> FsResult<()> {
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(FsError::Inval);
+    }
+    if name.len() > NAME_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    Ok(())
+}
+
+/// A name to create or remove: `.` and `..` refused with `dots`.
+fn check_name(name: &[u8], dots: FsError) -> FsResult<()> {
+    check_lookup_name(name)?;
+    if name == b"." || name == b".." {
+        return Err(dots);
+    }
+    Ok(())
+}
+
+fn time(secs: i64, nsecs: u64) -> Time {
+    Time {
+        secs,
+        nsecs: u32::try_from(nsecs).unwrap_or(0),
+    }
+}
+
+impl LocalFs {
+    /// Opens the export directory `path`.
+    ///
+    /// Probes, once: file handle support and size, whether `open_by_handle_at`
+    /// is allowed (else the unprivileged cache), `openat2`, `/proc/self/fd`, and
+    /// whether the mount is read-only.
+    pub fn open(path: &Path, options: LocalOptions) -> Result<Self, LocalError> {
+        let owned = || path.to_path_buf();
+        let open_err = |e: Errno| LocalError::Open {
+            path: owned(),
+            source: e.into(),
+        };
+        let root = rfs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(open_err)?;
+        let root_stat = rfs::fstat(&root).map_err(open_err)?;
+        let statvfs = rfs::fstatvfs(&root).map_err(open_err)?;
+
+        let proc_err = |e: Errno| LocalError::Proc {
+            path: owned(),
+            source: e.into(),
+        };
+        let proc_fd = rfs::open(
+            "/proc/self/fd",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(proc_err)?;
+        let reopened = rfs::openat(
+            &proc_fd,
+            DecInt::from_fd(&root),
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .and_then(rfs::fstat)
+        .map_err(proc_err)?;
+        if (reopened.st_dev, reopened.st_ino) != (root_stat.st_dev, root_stat.st_ino) {
+            return Err(proc_err(Errno::NOENT));
+        }
+
+        let kernel = sys::name_to_handle(root.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(|e| {
+            LocalError::HandlesUnsupported {
+                path: owned(),
+                source: e.into(),
+            }
+        })?;
+        let root_handle = handle::encode(&kernel).ok_or_else(|| LocalError::HandleTooLong {
+            path: owned(),
+            len: kernel.bytes().len(),
+            handle_type: kernel.handle_type,
+            max: handle::MAX_KERNEL_BYTES,
+        })?;
+        let privileged = match sys::open_by_handle(
+            root.as_fd(),
+            kernel.handle_type,
+            kernel.bytes(),
+            libc::O_PATH,
+        ) {
+            Ok(_) => true,
+            Err(Errno::PERM) => false,
+            Err(e) => {
+                return Err(LocalError::Handles {
+                    path: owned(),
+                    source: e.into(),
+                })
+            }
+        };
+
+        let has_openat2 = rfs::openat2(
+            &root,
+            ".",
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )
+        .is_ok();
+
+        let mut verifier = [0u8; 8];
+        File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut verifier))
+            .map_err(|source| LocalError::Random {
+                path: owned(),
+                source,
+            })?;
+
+        let fd_limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(usize::MAX);
+        let resolver = if privileged {
+            Resolver::Kernel
+        } else {
+            Resolver::Cached(ClockCache::new(options.handle_cache.min(fd_limit / 2)))
+        };
+        let info = FsInfo {
+            max_file_size: i64::MAX as u64,
+            time_delta: Time { secs: 0, nsecs: 1 },
+            link: true,
+            symlink: true,
+            max_link: sys::link_max(root.as_fd()).unwrap_or(65_000),
+            max_name: u32::try_from(statvfs.f_namemax)
+                .unwrap_or(NAME_MAX as u32)
+                .min(NAME_MAX as u32),
+            case_insensitive: false,
+            case_preserving: true,
+            chown_restricted: true,
+            no_trunc: true,
+        };
+        let root_dev = root_stat.st_dev;
+        Ok(Self {
+            path: owned(),
+            root_handle,
+            root_dev,
+            root_ino: root_stat.st_ino,
+            fsid: options.fsid.unwrap_or(root_dev),
+            read_only: options.read_only || statvfs.f_flag.contains(rfs::StatVfsMountFlags::RDONLY),
+            resolver,
+            open_files: ClockCache::new(options.open_files.min(fd_limit / 4)),
+            proc_fd,
+            root: Arc::new(root),
+            has_openat2,
+            has_fchmodat2: AtomicBool::new(true),
+            has_faccessat2: AtomicBool::new(true),
+            has_rwf_sync: AtomicBool::new(true),
+            verifier: AtomicU64::new(u64::from_ne_bytes(verifier)),
+            info,
+        })
+    }
+
+    /// The export directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether handles resolve through the kernel (`true`) or, unprivileged,
+    /// through the bounded cache (`false`).
+    pub fn privileged(&self) -> bool {
+        matches!(self.resolver, Resolver::Kernel)
+    }
+
+    /// Whether every change is refused.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn check_writable(&self) -> FsResult<()> {
+        if self.read_only {
+            Err(FsError::RoFs)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Some previously acknowledged unstable write may be lost: make clients
+    /// resend. Only uniqueness matters, and the start value is random.
+    fn rotate_verifier(&self) {
+        self.verifier.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn is_root(&self, stat: &Stat) -> bool {
+        (stat.st_dev, stat.st_ino) == (self.root_dev, self.root_ino)
+    }
+
+    #[allow(clippy::useless_conversion, reason = "stat field widths vary by arch")]
+    fn attr(&self, st: &Stat) -> Attr {
+        let raw = RawType::from_raw_mode(st.st_mode);
+        let ftype = match raw {
+            RawType::Directory => FileType::Directory,
+            RawType::Symlink => FileType::Symlink,
+            RawType::CharacterDevice => FileType::CharDevice,
+            RawType::BlockDevice => FileType::BlockDevice,
+            RawType::Fifo => FileType::Fifo,
+            RawType::Socket => FileType::Socket,
+            _ => FileType::Regular,
+        };
+        let rdev = match ftype {
+            FileType::CharDevice | FileType::BlockDevice => {
+                (rfs::major(st.st_rdev), rfs::minor(st.st_rdev))
+            }
+            _ => (0, 0),
+        };
+        Attr {
+            ftype,
+            mode: st.st_mode & 0o7777,
+            nlink: u32::try_from(st.st_nlink).unwrap_or(u32::MAX),
+            uid: st.st_uid,
+            gid: st.st_gid,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            used: u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512),
+            rdev,
+            fsid: self.fsid,
+            fileid: st.st_ino,
+            atime: time(i64::from(st.st_atime), u64::from(st.st_atime_nsec)),
+            mtime: time(i64::from(st.st_mtime), u64::from(st.st_mtime_nsec)),
+            ctime: time(i64::from(st.st_ctime), u64::from(st.st_ctime_nsec)),
+        }
+    }
+
+    /// Post-op attributes of `fd`, if it can be stat'ed.
+    fn attr_of(&self, fd: impl AsFd) -> Option<Attr> {
+        rfs::fstat(fd).ok().map(|st| self.attr(&st))
+    }
+
+    /// The object behind `fh`, with a fresh stat. `BadHandle` for bytes that
+    /// were never a handle, `Stale` for an object that is gone.
+    fn resolve(&self, fh: &BackendHandle) -> FsResult<Node> {
+        let (handle_type, bytes) = handle::decode(fh)?;
+        let fd = if *fh == self.root_handle {
+            NodeFd::Shared(Arc::clone(&self.root))
+        } else if let Some(file) = self.open_files.get(fh) {
+            // A file in use: no resolution (and no identity switch) at all.
+            NodeFd::File(file)
+        } else {
+            match &self.resolver {
+                Resolver::Kernel => {
+                    let opened = identity::as_fs_root(|| {
+                        sys::open_by_handle(
+                            self.root.as_fd(),
+                            handle_type,
+                            bytes,
+                            libc::O_PATH | libc::O_NOFOLLOW,
+                        )
+                    });
+                    NodeFd::Owned(opened.map_err(|e| match e {
+                        // The kernel could not decode the bytes for this file
+                        // system: not a handle of ours.
+                        Errno::INVAL => FsError::BadHandle,
+                        Errno::NOENT => FsError::Stale,
+                        // Privilege lost since open: the server's fault.
+                        Errno::PERM => FsError::ServerFault,
+                        e => errno(e),
+                    })?)
+                }
+                Resolver::Cached(cache) => NodeFd::Shared(cache.get(fh).ok_or(FsError::Stale)?),
+            }
+        };
+        let stat = rfs::fstat(&fd).map_err(errno)?;
+        if stat.st_nlink == 0 {
+            self.forget(fh);
+            return Err(FsError::Stale);
+        }
+        Ok(Node { fd, stat })
+    }
+
+    fn resolve_dir(&self, fh: &BackendHandle) -> FsResult<Node> {
+        let node = self.resolve(fh)?;
+        if node.is_dir() {
+            Ok(node)
+        } else {
+            Err(FsError::NotDir)
+        }
+    }
+
+    /// Drops `fh` from the caches (its object is gone).
+    fn forget(&self, fh: &BackendHandle) {
+        drop(self.open_files.remove(fh));
+        if let Resolver::Cached(cache) = &self.resolver {
+            drop(cache.remove(fh));
+        }
+    }
+
+    /// After a name of `fh` was removed or replaced: drops it from the caches if
+    /// that was its last link, so its space is freed now rather than at
+    /// eviction. Other links keep their (unprivileged) handle.
+    fn forget_if_gone(&self, fh: &BackendHandle) {
+        let gone = |fd: BorrowedFd<'_>| rfs::fstat(fd).map_or(true, |s| s.st_nlink == 0);
+        let cached_file = self.open_files.get(fh);
+        let cached_path = match &self.resolver {
+            Resolver::Cached(cache) => cache.get(fh),
+            Resolver::Kernel => None,
+        };
+        let any_gone = cached_file.as_ref().is_some_and(|f| gone(f.fd.as_fd()))
+            || cached_path.as_ref().is_some_and(|p| gone(p.as_fd()));
+        if any_gone {
+            self.forget(fh);
+        }
+    }
+
+    fn handle_of(&self, fd: BorrowedFd<'_>) -> FsResult<BackendHandle> {
+        let kernel = sys::name_to_handle(fd, c"", libc::AT_EMPTY_PATH).map_err(errno)?;
+        handle::encode(&kernel).ok_or(FsError::NotSupp)
+    }
+
+    /// Handle and attributes of the object `fd` refers to, which must be on the
+    /// export's file system.
+    fn describe(&self, fd: BorrowedFd<'_>, stat: &Stat) -> FsResult<(BackendHandle, Attr)> {
+        if stat.st_dev != self.root_dev {
+            return Err(FsError::XDev);
+        }
+        Ok((self.handle_of(fd)?, self.attr(stat)))
+    }
+
+    /// [`describe`](Self::describe) for a fresh `O_PATH` descriptor, remembered in
+    /// the unprivileged cache.
+    fn describe_path(&self, path_fd: OwnedFd) -> FsResult<(BackendHandle, Attr)> {
+        let stat = rfs::fstat(&path_fd).map_err(errno)?;
+        let (fh, attr) = self.describe(path_fd.as_fd(), &stat)?;
+        if !self.privileged() {
+            self.remember(fh, Arc::new(path_fd));
+        }
+        Ok((fh, attr))
+    }
+
+    /// Unprivileged mode: `fh` now resolves to `path_fd` (an `O_PATH` descriptor).
+    fn remember(&self, fh: BackendHandle, path_fd: Arc<OwnedFd>) {
+        if let Resolver::Cached(cache) = &self.resolver {
+            if fh != self.root_handle {
+                drop(cache.insert(fh, path_fd));
+            }
+        }
+    }
+
+    /// Opens `name` in `dir` (one component), never following a symlink or
+    /// leaving the file system.
+    fn open_child(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        flags: OFlags,
+        mode: Mode,
+    ) -> Result<OwnedFd, Errno> {
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        if self.has_openat2 {
+            let resolve = ResolveFlags::BENEATH
+                | ResolveFlags::NO_SYMLINKS
+                | ResolveFlags::NO_MAGICLINKS
+                | ResolveFlags::NO_XDEV;
+            // EAGAIN: a concurrent rename elsewhere; the kernel asks for a retry.
+            let mut tries = 0;
+            loop {
+                match rfs::openat2(dir, name, flags, mode, resolve) {
+                    Err(Errno::AGAIN) if tries < 3 => tries += 1,
+                    other => return other,
+                }
+            }
+        } else {
+            rfs::openat(dir, name, flags, mode)
+        }
+    }
+
+    /// An `O_PATH` descriptor of `name` in `dir` (a symlink itself if it is one).
+    fn open_child_path(&self, dir: BorrowedFd<'_>, name: &[u8]) -> Result<OwnedFd, Errno> {
+        self.open_child(dir, name, OFlags::PATH, Mode::empty())
+    }
+
+    /// A new descriptor for the object `fd` refers to, opened with `flags`; the
+    /// kernel checks the caller's permission as for any open.
+    fn reopen(&self, fd: BorrowedFd<'_>, flags: OFlags) -> Result<OwnedFd, Errno> {
+        rfs::openat(
+            &self.proc_fd,
+            DecInt::from_fd(fd),
+            flags | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    }
+
+    /// A descriptor of the regular file `fh` opened for reading (and writing if
+    /// `write`), from the cache or opened now, with the file's current stat.
+    fn open_file(
+        &self,
+        cred: &Cred,
+        fh: &BackendHandle,
+        write: bool,
+        known: Option<&Node>,
+    ) -> FsResult<(Arc<OpenFile>, Stat)> {
+        if let Some(file) = self.open_files.get(fh) {
+            if file.writable || !write {
+                let stat = rfs::fstat(&file.fd).map_err(errno)?;
+                if stat.st_nlink == 0 {
+                    self.forget(fh);
+                    return Err(FsError::Stale);
+                }
+                let want = if write { libc::W_OK } else { libc::R_OK };
+                self.may(cred, file.fd.as_fd(), &stat, want)?;
+                return Ok((file, stat));
+            }
+        }
+        let resolved;
+        let node = match known {
+            Some(node) => node,
+            None => {
+                resolved = self.resolve(fh)?;
+                &resolved
+            }
+        };
+        match RawType::from_raw_mode(node.stat.st_mode) {
+            RawType::RegularFile => {}
+            RawType::Directory => return Err(FsError::IsDir),
+            _ => return Err(FsError::Inval),
+        }
+        let flags = if write { OFlags::RDWR } else { OFlags::RDONLY };
+        let fd = self.reopen(node.fd.as_fd(), flags).map_err(errno)?;
+        let file = Arc::new(OpenFile {
+            fd,
+            writable: write,
+        });
+        // A read-only descriptor never displaces one that can also write (two
+        // threads that missed at once).
+        let better = write || self.open_files.get(fh).is_none_or(|f| !f.writable);
+        if better {
+            drop(self.open_files.insert(*fh, Arc::clone(&file)));
+        }
+        Ok((file, node.stat))
+    }
+
+    /// May the caller access `fd` with `want` (`R_OK`/`W_OK`)? The owner always
+    /// may (knfsd's owner override); others as the kernel says for the thread's
+    /// identity, or by the mode bits where `faccessat2` is missing.
+    fn may(&self, cred: &Cred, fd: BorrowedFd<'_>, stat: &Stat, want: i32) -> FsResult<()> {
+        if cred.uid == stat.st_uid {
+            return Ok(());
+        }
+        if self.has_faccessat2.load(Ordering::Relaxed) {
+            match sys::access_fd(fd, want) {
+                Ok(()) => return Ok(()),
+                Err(Errno::NOSYS) => self.has_faccessat2.store(false, Ordering::Relaxed),
+                Err(e) => return Err(errno(e)),
+            }
+        }
+        let bits = mode_bits(cred, stat.st_uid, stat.st_gid, stat.st_mode);
+        let need = if want == libc::W_OK { 0o2 } else { 0o4 };
+        if cred.uid == 0 || bits & need != 0 {
+            Ok(())
+        } else {
+            Err(FsError::Access)
+        }
+    }
+
+    /// chmod the object `fd` refers to (an `O_PATH` descriptor is fine).
+    fn chmod(&self, fd: BorrowedFd<'_>, mode: u32) -> FsResult<()> {
+        if self.has_fchmodat2.load(Ordering::Relaxed) {
+            match sys::chmod_fd(fd, mode) {
+                Ok(()) => return Ok(()),
+                Err(Errno::NOSYS | Errno::INVAL) => {
+                    self.has_fchmodat2.store(false, Ordering::Relaxed)
+                }
+                Err(e) => return Err(errno(e)),
+            }
+        }
+        // Through the magic link: reaches the inode without opening it.
+        rfs::chmodat(
+            &self.proc_fd,
+            DecInt::from_fd(fd),
+            Mode::from_raw_mode(mode),
+            AtFlags::empty(),
+        )
+        .map_err(errno)
+    }
+}
+
+/// The `rwx` bits (0..=7) that apply to `cred` for an object with this owner,
+/// group and mode.
+fn mode_bits(cred: &Cred, uid: u32, gid: u32, mode: u32) -> u32 {
+    if cred.uid == uid {
+        (mode >> 6) & 7
+    } else if cred.in_group(gid) {
+        (mode >> 3) & 7
+    } else {
+        mode & 7
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+    use crate::{CreateHow, Filesystem, SetAttr, Stability};
+
+    /// The paths for kernels without openat2, fchmodat2, faccessat2 or
+    /// RWF_DSYNC give the same results.
+    #[test]
+    fn fallbacks_for_older_kernels() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        fs.has_openat2 = false;
+        fs.has_fchmodat2.store(false, Ordering::Relaxed);
+        fs.has_faccessat2.store(false, Ordering::Relaxed);
+        fs.has_rwf_sync.store(false, Ordering::Relaxed);
+        let root = Cred::root();
+        let r = fs.root();
+        let set = SetAttr {
+            mode: Some(0o600),
+            ..SetAttr::default()
+        };
+        let created = fs
+            .create(&root, &r, b"f", &CreateHow::Guarded(set))
+            .unwrap();
+        assert_eq!(created.attr.mode, 0o600);
+        let chmod = SetAttr {
+            mode: Some(0o640),
+            ..SetAttr::default()
+        };
+        fs.setattr(&root, &created.handle, &chmod, None).unwrap();
+        let ok = fs
+            .write(&root, &created.handle, 0, b"abc", Stability::FileSync)
+            .unwrap();
+        assert_eq!((ok.count, ok.committed), (3, Stability::FileSync));
+        std::os::unix::fs::symlink("/etc", dir.path().join("l")).unwrap();
+        let (link, attr, _) = fs.lookup(&root, &r, b"l").unwrap();
+        assert_eq!(attr.ftype, FileType::Symlink);
+        assert_eq!(
+            fs.lookup(&root, &link, b"passwd").unwrap_err().0,
+            FsError::NotDir
+        );
+
+        // Mode bits decide on a cached descriptor when faccessat2 is missing.
+        let (file, stat) = fs.open_file(&root, &created.handle, false, None).unwrap();
+        assert_eq!(stat.st_mode & 0o7777, 0o640);
+        let member = Cred {
+            uid: 4242,
+            gid: stat.st_gid,
+            groups: vec![],
+        };
+        let stranger = Cred {
+            uid: 4242,
+            gid: 4242,
+            groups: vec![],
+        };
+        let fd = file.fd.as_fd();
+        assert_eq!(fs.may(&member, fd, &stat, libc::R_OK), Ok(()));
+        assert_eq!(fs.may(&member, fd, &stat, libc::W_OK), Err(FsError::Access));
+        assert_eq!(
+            fs.may(&stranger, fd, &stat, libc::R_OK),
+            Err(FsError::Access)
+        );
+        assert_eq!(fs.may(&root, fd, &stat, libc::W_OK), Ok(()));
+    }
+
+    #[test]
+    fn names_are_checked_before_anything_else() {
+        assert_eq!(check_lookup_name(b".."), Ok(()));
+        assert_eq!(check_name(b"..", FsError::Exist), Err(FsError::Exist));
+        assert_eq!(check_name(b"a/b", FsError::Exist), Err(FsError::Inval));
+        assert_eq!(check_name(b"a\0", FsError::Exist), Err(FsError::Inval));
+        assert_eq!(check_name(b"", FsError::Exist), Err(FsError::Inval));
+        assert_eq!(check_name(&[b'a'; 255], FsError::Exist), Ok(()));
+        assert_eq!(
+            check_name(&[b'a'; 256], FsError::Exist),
+            Err(FsError::NameTooLong)
+        );
+    }
+}

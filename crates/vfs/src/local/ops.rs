@@ -1,0 +1,961 @@
+//! [`Filesystem`] for [`LocalFs`]: one method per NFS procedure.
+
+use std::io::IoSlice;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use rustix::fs::{
+    self as rfs, AtFlags, FileType as RawType, Gid, Mode, OFlags, Stat, Timespec, Timestamps, Uid,
+};
+use rustix::io::{Errno, ReadWriteFlags};
+use rustix::path::{Arg, DecInt};
+
+use super::{
+    check_lookup_name, check_name, errno, mode_bits, sys, LocalFs, Node, NodeFd, OpenFile,
+};
+use crate::{
+    access, Attr, BackendHandle, CookieVerifier, CreateHow, Created, Cred, DirEntry, FileType,
+    Filesystem, FsError, FsInfo, FsResult, FsStat, ReadOk, ReaddirEnd, SetAttr, SetTime,
+    SpecialNode, Stability, Time, Wcc, WccAttr, WriteOk, WriteVerifier,
+};
+
+/// Largest READ served in one call, whatever the caller asks.
+const MAX_READ: u32 = 4 << 20;
+/// Mode of a file or special node created without one.
+const DEFAULT_FILE_MODE: u32 = 0o644;
+/// Mode of a directory created without one.
+const DEFAULT_DIR_MODE: u32 = 0o755;
+/// Mode of an exclusively created file until the client's SETATTR.
+const EXCLUSIVE_MODE: u32 = 0o600;
+/// Longest symlink target (`PATH_MAX` less the NUL).
+const MAX_TARGET: usize = 4095;
+
+fn no_wcc(e: FsError) -> (FsError, Wcc) {
+    (e, Wcc::default())
+}
+
+fn is_type(stat: &Stat, ty: RawType) -> bool {
+    RawType::from_raw_mode(stat.st_mode) == ty
+}
+
+fn timespec(t: SetTime) -> FsResult<Timespec> {
+    Ok(match t {
+        SetTime::DontChange => Timespec {
+            tv_sec: 0,
+            tv_nsec: rfs::UTIME_OMIT,
+        },
+        SetTime::ServerTime => Timespec {
+            tv_sec: 0,
+            tv_nsec: rfs::UTIME_NOW,
+        },
+        SetTime::ClientTime(t) => {
+            if t.nsecs >= 1_000_000_000 {
+                return Err(FsError::Inval);
+            }
+            Timespec {
+                tv_sec: t.secs,
+                tv_nsec: t.nsecs.into(),
+            }
+        }
+    })
+}
+
+/// knfsd's encoding of an exclusive-create verifier in the new file's times:
+/// (atime, mtime) seconds, each 31 bits so any file system can store them.
+fn verifier_times(verifier: &[u8; 8]) -> (i64, i64) {
+    let half = |b: [u8; 4]| i64::from(u32::from_be_bytes(b) & 0x7fff_ffff);
+    let [a, b, c, d, e, f, g, h] = *verifier;
+    (half([e, f, g, h]), half([a, b, c, d]))
+}
+
+/// The ACCESS bits `cred` gets on an object, computed like knfsd's
+/// `nfsd_access`: directories answer READ/LOOKUP/MODIFY/EXTEND/DELETE, other
+/// objects READ/EXECUTE/MODIFY/EXTEND; root gets everything except EXECUTE on
+/// a file without any x bit.
+fn access_bits(cred: &Cred, attr: &Attr, read_only: bool) -> u32 {
+    let bits = if cred.uid == 0 {
+        7
+    } else {
+        mode_bits(cred, attr.uid, attr.gid, attr.mode)
+    };
+    let (r, w, x) = (bits & 4 != 0, bits & 2 != 0, bits & 1 != 0);
+    let mut out = 0;
+    if r {
+        out |= access::READ;
+    }
+    if attr.ftype == FileType::Directory {
+        if x {
+            out |= access::LOOKUP;
+        }
+        if w && x {
+            out |= access::MODIFY | access::EXTEND | access::DELETE;
+        }
+    } else {
+        if w {
+            out |= access::MODIFY | access::EXTEND;
+        }
+        if x && (cred.uid != 0 || attr.mode & 0o111 != 0) {
+            out |= access::EXECUTE;
+        }
+    }
+    if read_only {
+        out &= !(access::MODIFY | access::EXTEND | access::DELETE);
+    }
+    out
+}
+
+impl LocalFs {
+    /// Runs `op` on the directory `dir`, with the directory's wcc around it.
+    #[allow(clippy::result_large_err, reason = "the trait's own error shape")]
+    fn in_dir<T>(
+        &self,
+        dir: &BackendHandle,
+        op: impl FnOnce(&Node) -> FsResult<T>,
+    ) -> Result<(T, Wcc), (FsError, Wcc)> {
+        let node = self.resolve_dir(dir).map_err(no_wcc)?;
+        let before = Some(WccAttr::from(&self.attr(&node.stat)));
+        let result = op(&node);
+        let wcc = Wcc {
+            before,
+            after: self.attr_of(&node.fd),
+        };
+        match result {
+            Ok(value) => Ok((value, wcc)),
+            Err(e) => Err((e, wcc)),
+        }
+    }
+
+    /// Applies owner, mode and times (not size) to the object `fd` refers to.
+    /// Owner first, so an explicit mode wins over the set-id bits chown clears.
+    fn set_attrs(&self, fd: BorrowedFd<'_>, stat: &Stat, set: &SetAttr) -> FsResult<()> {
+        if set.uid == Some(u32::MAX) || set.gid == Some(u32::MAX) {
+            // (uid_t)-1 means "unchanged" to chown; never a real owner.
+            return Err(FsError::Inval);
+        }
+        if set.uid.is_some() || set.gid.is_some() {
+            rfs::chownat(
+                fd,
+                "",
+                set.uid.map(Uid::from_raw),
+                set.gid.map(Gid::from_raw),
+                AtFlags::EMPTY_PATH,
+            )
+            .map_err(errno)?;
+        }
+        if let Some(mode) = set.mode {
+            // Linux symlinks have no mode of their own; knfsd ignores it too.
+            if !is_type(stat, RawType::Symlink) {
+                self.chmod(fd, mode & 0o7777)?;
+            }
+        }
+        if set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
+            let times = Timestamps {
+                last_access: timespec(set.atime)?,
+                last_modification: timespec(set.mtime)?,
+            };
+            rfs::utimensat(fd, "", &times, AtFlags::EMPTY_PATH).map_err(errno)?;
+        }
+        Ok(())
+    }
+
+    /// After creating an object (`fd`, created with `mode`): applies what the
+    /// creation did not already give it. The process umask may have cut
+    /// permission bits of `mode`: those are put back, while what the kernel
+    /// decided about set-id bits (setgid inherited from the directory, or
+    /// dropped for a non-member) stays, as knfsd (umask 0, no chmod) has it.
+    fn set_new_attrs(&self, fd: BorrowedFd<'_>, mode: u32, set: &SetAttr) -> FsResult<()> {
+        let stat = rfs::fstat(fd).map_err(errno)?;
+        let current = stat.st_mode & 0o7777;
+        let wanted = current | (mode & 0o777);
+        let rest = SetAttr {
+            mode: Some(wanted).filter(|&m| m != current),
+            uid: set.uid.filter(|&u| u != stat.st_uid),
+            gid: set.gid.filter(|&g| g != stat.st_gid),
+            size: None,
+            atime: set.atime,
+            mtime: set.mtime,
+        };
+        self.set_attrs(fd, &stat, &rest)
+    }
+
+    /// Finishes a create-like operation on `path_fd`, the new object.
+    fn finish_new(
+        &self,
+        path_fd: OwnedFd,
+        mode: u32,
+        set: &SetAttr,
+    ) -> FsResult<(BackendHandle, Attr)> {
+        self.set_new_attrs(path_fd.as_fd(), mode, set)?;
+        self.describe_path(path_fd)
+    }
+
+    /// Finishes a CREATE on `fd`, the new file open for reading and writing,
+    /// which is kept in the open-file cache for the WRITEs that follow.
+    fn finish_new_file(
+        &self,
+        fd: OwnedFd,
+        mode: u32,
+        set: &SetAttr,
+    ) -> FsResult<(BackendHandle, Attr)> {
+        if let Some(size) = set.size {
+            truncate(fd.as_fd(), size)?;
+        }
+        self.set_new_attrs(fd.as_fd(), mode, set)?;
+        let stat = rfs::fstat(&fd).map_err(errno)?;
+        let (fh, attr) = self.describe(fd.as_fd(), &stat)?;
+        if !self.privileged() {
+            let path_fd = self.reopen(fd.as_fd(), OFlags::PATH).map_err(errno)?;
+            self.remember(fh, Arc::new(path_fd));
+        }
+        let file = Arc::new(OpenFile { fd, writable: true });
+        drop(self.open_files.insert(fh, file));
+        Ok((fh, attr))
+    }
+
+    fn create_file(
+        &self,
+        cred: &Cred,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        how: &CreateHow,
+    ) -> FsResult<(BackendHandle, Attr)> {
+        let create = |mode: u32| {
+            self.open_child(
+                dir,
+                name,
+                OFlags::CREATE | OFlags::EXCL | OFlags::RDWR,
+                Mode::from_raw_mode(mode),
+            )
+        };
+        match how {
+            CreateHow::Unchecked(set) | CreateHow::Guarded(set) => {
+                let mode = set.mode.unwrap_or(DEFAULT_FILE_MODE) & 0o7777;
+                match create(mode) {
+                    Ok(fd) => self.finish_new_file(fd, mode, set),
+                    Err(Errno::EXIST) if matches!(how, CreateHow::Unchecked(_)) => {
+                        self.open_existing(cred, dir, name, set.size)
+                    }
+                    Err(e) => Err(errno(e)),
+                }
+            }
+            CreateHow::Exclusive(verifier) => {
+                let (atime, mtime) = verifier_times(verifier);
+                match create(EXCLUSIVE_MODE) {
+                    Ok(fd) => {
+                        let at = |secs| SetTime::ClientTime(Time { secs, nsecs: 0 });
+                        let set = SetAttr {
+                            atime: at(atime),
+                            mtime: at(mtime),
+                            ..SetAttr::default()
+                        };
+                        self.finish_new_file(fd, EXCLUSIVE_MODE, &set)
+                    }
+                    Err(Errno::EXIST) => {
+                        // A retransmission finds its own file: same verifier in
+                        // the times, still empty (as knfsd checks).
+                        let path_fd = self.open_child_path(dir, name).map_err(errno)?;
+                        let st = rfs::fstat(&path_fd).map_err(errno)?;
+                        let ours = is_type(&st, RawType::RegularFile)
+                            && st.st_size == 0
+                            && st_secs(st.st_atime) == atime
+                            && st_secs(st.st_mtime) == mtime;
+                        if ours {
+                            self.describe_path(path_fd)
+                        } else {
+                            Err(FsError::Exist)
+                        }
+                    }
+                    Err(e) => Err(errno(e)),
+                }
+            }
+        }
+    }
+
+    /// CREATE UNCHECKED of an existing name: a regular file is returned, truncated
+    /// to `size` if given; anything else is `Exist`.
+    fn open_existing(
+        &self,
+        cred: &Cred,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        size: Option<u64>,
+    ) -> FsResult<(BackendHandle, Attr)> {
+        let path_fd = self.open_child_path(dir, name).map_err(errno)?;
+        let stat = rfs::fstat(&path_fd).map_err(errno)?;
+        if !is_type(&stat, RawType::RegularFile) {
+            return Err(FsError::Exist);
+        }
+        let (fh, attr) = self.describe(path_fd.as_fd(), &stat)?;
+        let path_fd = Arc::new(path_fd);
+        self.remember(fh, Arc::clone(&path_fd));
+        let Some(size) = size else {
+            return Ok((fh, attr));
+        };
+        let node = Node {
+            fd: NodeFd::Shared(path_fd),
+            stat,
+        };
+        let (file, _) = self.open_file(cred, &fh, true, Some(&node))?;
+        truncate(file.fd.as_fd(), size)?;
+        let stat = rfs::fstat(&file.fd).map_err(errno)?;
+        Ok((fh, self.attr(&stat)))
+    }
+
+    /// The handle `name` in `dir` has now, if any (to drop it from the caches
+    /// when the name is removed or replaced). Does not follow symlinks.
+    fn child_handle(&self, dir: BorrowedFd<'_>, name: &[u8]) -> Option<BackendHandle> {
+        let kernel = name
+            .into_with_c_str(|name| sys::name_to_handle(dir, name, 0))
+            .ok()?;
+        super::handle::encode(&kernel)
+    }
+
+    /// The parent of the directory `dir` (the root's parent is the root).
+    pub(super) fn parent_of(&self, dir: &Node) -> FsResult<(BackendHandle, Attr)> {
+        if self.is_root(&dir.stat) {
+            return Ok((self.root_handle, self.attr(&dir.stat)));
+        }
+        // Not openat2: RESOLVE_BENEATH refuses "..". A directory below the root
+        // has its parent inside the export.
+        let fd = rfs::openat(
+            &dir.fd,
+            "..",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(errno)?;
+        self.describe_path(fd)
+    }
+
+    /// A descriptor for COMMIT: the cached one (any access mode syncs), or one
+    /// opened now for reading or, failing that, for writing.
+    fn sync_target(&self, fh: &BackendHandle) -> FsResult<(SyncFd, Stat)> {
+        if let Some(file) = self.open_files.get(fh) {
+            let stat = rfs::fstat(&file.fd).map_err(errno)?;
+            if stat.st_nlink == 0 {
+                self.forget(fh);
+                return Err(FsError::Stale);
+            }
+            return Ok((SyncFd::Cached(file), stat));
+        }
+        let node = self.resolve(fh)?;
+        match RawType::from_raw_mode(node.stat.st_mode) {
+            RawType::RegularFile => {}
+            RawType::Directory => return Err(FsError::IsDir),
+            _ => return Err(FsError::Inval),
+        }
+        let fd = match self.reopen(node.fd.as_fd(), OFlags::RDONLY) {
+            Err(Errno::ACCESS) => self.reopen(node.fd.as_fd(), OFlags::WRONLY),
+            other => other,
+        }
+        .map_err(errno)?;
+        Ok((SyncFd::Owned(fd), node.stat))
+    }
+
+    /// Writes all of `data` at `offset` with the requested stability. Returns
+    /// how many bytes were written: less than asked only if a later chunk failed.
+    fn write_stable(
+        &self,
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        data: &[u8],
+        stable: Stability,
+    ) -> FsResult<u32> {
+        let sync_flags = match stable {
+            Stability::Unstable => ReadWriteFlags::empty(),
+            Stability::DataSync => ReadWriteFlags::DSYNC,
+            Stability::FileSync => ReadWriteFlags::SYNC,
+        };
+        let mut inline_sync = !sync_flags.is_empty() && self.has_rwf_sync.load(Ordering::Relaxed);
+        let mut done = 0;
+        while done < data.len() {
+            let pos = offset + done as u64;
+            let result = if inline_sync {
+                rustix::io::pwritev2(fd, &[IoSlice::new(&data[done..])], pos, sync_flags)
+            } else {
+                rustix::io::pwrite(fd, &data[done..], pos)
+            };
+            match result {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(Errno::OPNOTSUPP | Errno::NOSYS) if inline_sync && done == 0 => {
+                    self.has_rwf_sync.store(false, Ordering::Relaxed);
+                    inline_sync = false;
+                }
+                Err(e) => {
+                    self.write_failed(e);
+                    if done == 0 {
+                        return Err(errno(e));
+                    }
+                    break;
+                }
+            }
+        }
+        if done == 0 && !data.is_empty() {
+            return Err(FsError::Io);
+        }
+        if stable != Stability::Unstable && (!inline_sync || data.is_empty()) {
+            let synced = if stable == Stability::DataSync {
+                rfs::fdatasync(fd)
+            } else {
+                rfs::fsync(fd)
+            };
+            synced.map_err(|e| {
+                self.write_failed(e);
+                errno(e)
+            })?;
+        }
+        // `data` is at most u32::MAX bytes in NFS; saturate rather than wrap.
+        Ok(u32::try_from(done).unwrap_or(u32::MAX))
+    }
+
+    /// A write or sync failed: data acknowledged as unstable may be lost, so the
+    /// verifier changes (knfsd's `commit_reset_write_verifier`), except for
+    /// errors that say nothing about the data.
+    fn write_failed(&self, e: Errno) {
+        if !matches!(e, Errno::AGAIN | Errno::INTR | Errno::STALE) {
+            self.rotate_verifier();
+        }
+    }
+}
+
+/// The descriptor COMMIT syncs.
+enum SyncFd {
+    Cached(Arc<OpenFile>),
+    Owned(OwnedFd),
+}
+
+impl AsFd for SyncFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Self::Cached(file) => file.fd.as_fd(),
+            Self::Owned(fd) => fd.as_fd(),
+        }
+    }
+}
+
+/// A stat time in seconds (the field is narrower on some architectures).
+#[allow(clippy::useless_conversion, reason = "stat field widths vary by arch")]
+fn st_secs(secs: impl Into<i64>) -> i64 {
+    secs.into()
+}
+
+fn truncate(fd: BorrowedFd<'_>, size: u64) -> FsResult<()> {
+    if size > i64::MAX as u64 {
+        return Err(FsError::FBig);
+    }
+    rfs::ftruncate(fd, size).map_err(errno)
+}
+
+impl Filesystem for LocalFs {
+    fn root(&self) -> BackendHandle {
+        self.root_handle
+    }
+
+    fn getattr(&self, _cred: &Cred, fh: &BackendHandle) -> FsResult<Attr> {
+        Ok(self.attr(&self.resolve(fh)?.stat))
+    }
+
+    fn setattr(
+        &self,
+        cred: &Cred,
+        fh: &BackendHandle,
+        set: &SetAttr,
+        guard: Option<Time>,
+    ) -> Result<Wcc, (FsError, Wcc)> {
+        self.check_writable().map_err(no_wcc)?;
+        let node = self.resolve(fh).map_err(no_wcc)?;
+        let attr = self.attr(&node.stat);
+        let before = Some(WccAttr::from(&attr));
+        if guard.is_some_and(|ctime| ctime != attr.ctime) {
+            let wcc = Wcc {
+                before,
+                after: Some(attr),
+            };
+            return Err((FsError::NotSync, wcc));
+        }
+        let result = set
+            .size
+            .map_or(Ok(()), |size| {
+                let (file, _) = self.open_file(cred, fh, true, Some(&node))?;
+                truncate(file.fd.as_fd(), size)
+            })
+            .and_then(|()| self.set_attrs(node.fd.as_fd(), &node.stat, set));
+        let wcc = Wcc {
+            before,
+            after: self.attr_of(&node.fd),
+        };
+        result.map(|()| wcc).map_err(|e| (e, wcc))
+    }
+
+    fn lookup(
+        &self,
+        _cred: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+    ) -> Result<(BackendHandle, Attr, Option<Attr>), (FsError, Option<Attr>)> {
+        check_lookup_name(name).map_err(|e| (e, None))?;
+        let node = self.resolve(dir).map_err(|e| (e, None))?;
+        let dir_attr = self.attr(&node.stat);
+        let fail = |e| (e, Some(dir_attr));
+        if !node.is_dir() {
+            return Err(fail(FsError::NotDir));
+        }
+        let (fh, attr) = match name {
+            b"." => (*dir, dir_attr),
+            b".." => self.parent_of(&node).map_err(fail)?,
+            _ => {
+                let fd = self.open_child_path(node.fd.as_fd(), name);
+                self.describe_path(fd.map_err(errno).map_err(fail)?)
+                    .map_err(fail)?
+            }
+        };
+        Ok((fh, attr, Some(dir_attr)))
+    }
+
+    fn access(&self, cred: &Cred, fh: &BackendHandle, mask: u32) -> FsResult<(u32, Attr)> {
+        let attr = self.attr(&self.resolve(fh)?.stat);
+        Ok((access_bits(cred, &attr, self.read_only) & mask, attr))
+    }
+
+    fn readlink(&self, _cred: &Cred, fh: &BackendHandle, out: &mut Vec<u8>) -> FsResult<Attr> {
+        let node = self.resolve(fh)?;
+        if !is_type(&node.stat, RawType::Symlink) {
+            return Err(FsError::Inval);
+        }
+        let target = rfs::readlinkat(&node.fd, "", Vec::new()).map_err(errno)?;
+        out.extend_from_slice(target.as_bytes());
+        Ok(self.attr(&node.stat))
+    }
+
+    fn read(
+        &self,
+        cred: &Cred,
+        fh: &BackendHandle,
+        offset: u64,
+        count: u32,
+        out: &mut Vec<u8>,
+    ) -> FsResult<ReadOk> {
+        let (file, stat) = self.open_file(cred, fh, false, None)?;
+        let size = u64::try_from(stat.st_size).unwrap_or(0);
+        // Bounded by the request, MAX_READ and the bytes the file has.
+        let want = u64::from(count.min(MAX_READ)).min(size.saturating_sub(offset));
+        let want = usize::try_from(want).unwrap_or(0);
+        let n = if want == 0 {
+            0
+        } else {
+            sys::pread_append(file.fd.as_fd(), offset, want, out).map_err(errno)?
+        };
+        let attr = self.attr_of(&file.fd);
+        let end = attr.map_or(size, |a| a.size);
+        Ok(ReadOk {
+            count: u32::try_from(n).unwrap_or(u32::MAX),
+            eof: offset.saturating_add(n as u64) >= end,
+            attr,
+        })
+    }
+
+    fn write(
+        &self,
+        cred: &Cred,
+        fh: &BackendHandle,
+        offset: u64,
+        data: &[u8],
+        stable: Stability,
+    ) -> Result<WriteOk, (FsError, Wcc)> {
+        self.check_writable().map_err(no_wcc)?;
+        let end = offset.checked_add(data.len() as u64);
+        if end.is_none_or(|end| end > i64::MAX as u64) {
+            return Err(no_wcc(FsError::FBig));
+        }
+        let (file, stat) = self.open_file(cred, fh, true, None).map_err(no_wcc)?;
+        let before = Some(WccAttr::from(&self.attr(&stat)));
+        let result = self.write_stable(file.fd.as_fd(), offset, data, stable);
+        let wcc = Wcc {
+            before,
+            after: self.attr_of(&file.fd),
+        };
+        match result {
+            Ok(count) => Ok(WriteOk {
+                count,
+                committed: stable,
+                wcc,
+            }),
+            Err(e) => Err((e, wcc)),
+        }
+    }
+
+    fn create(
+        &self,
+        cred: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+        how: &CreateHow,
+    ) -> Result<Created, (FsError, Wcc)> {
+        self.check_writable().map_err(no_wcc)?;
+        check_name(name, FsError::Exist).map_err(no_wcc)?;
+        let ((handle, attr), dir_wcc) =
+            self.in_dir(dir, |d| self.create_file(cred, d.fd.as_fd(), name, how))?;
+        Ok(Created {
+            handle,
+            attr,
+            dir_wcc,
+        })
+    }
+
+    fn mkdir(
+        &self,
+        _cred: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+        attr: &SetAttr,
+    ) -> Result<Created, (FsError, Wcc)> {
+        self.check_writable().map_err(no_wcc)?;
+        check_name(name, FsError::Exist).map_err(no_wcc)?;
+        let ((handle, new_attr), dir_wcc) = self.in_dir(dir, |d| {
+            let mode = attr.mode.unwrap_or(DEFAULT_DIR_MODE) & 0o7777;
+            rfs::mkdirat(&d.fd, name, Mode::from_raw_mode(mode)).map_err(errno)?;
+            let fd = self
+                .open_child(
+                    d.fd.as_fd(),
+                    name,
+                    OFlags::PATH | OFlags::DIRECTORY,
+                    Mode::empty(),
+                )
+                .map_err(errno)?;
+            self.finish_new(fd, mode, attr)
+        })?;
+        Ok(Created {
+            handle,
+            attr: new_attr,
+            dir_wcc,
+        })
+    }
+
+    fn symlink(
+        &self,
+        _cred: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+        target: &[u8],
+        attr: &SetAttr,
+    ) -> Result<Created, (FsError, Wcc)> {
+        self.check_writable().map_err(no_wcc)?;
+        check_name(name, FsError::Exist).map_err(no_wcc)?;
+        if target.contains(&0) {
+            return Err(no_wcc(FsError::Inval));
+        }
+        if target.len() > MAX_TARGET {
+            return Err(no_wcc(FsError::NameTooLong));
+        }
+        let ((handle, new_attr), dir_wcc) = self.in_dir(dir, |d| {
+            rfs::symlinkat(target, &d.fd, name).map_err(errno)?;
+            let fd = self.open_child_path(d.fd.as_fd(), name).map_err(errno)?;
+            // A symlink has no mode of its own and no size to set.
+            let stat = rfs::fstat(&fd).map_err(errno)?;
+            let rest = SetAttr {
+                mode: None,
+                size: None,
+                uid: attr.uid.filter(|&u| u != stat.st_uid),
+                gid: attr.gid.filter(|&g| g != stat.st_gid),
+                ..*attr
+            };
+            self.set_attrs(fd.as_fd(), &stat, &rest)?;
+            self.describe_path(fd)
+        })?;
+        Ok(Created {
+            handle,
+            attr: new_attr,
+            dir_wcc,
+        })
+    }
+
+    fn mknod(
+        &self,
+        _cred: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+        node: &SpecialNode,
+        attr: &SetAttr,
+    ) -> Result<Created, (FsError, Wcc)> {
+        self.check_writable().map_err(no_wcc)?;
+        check_name(name, FsError::Exist).map_err(no_wcc)?;
+        let (kind, dev) = match *node {
+            SpecialNode::Char(major, minor) => {
+                (RawType::CharacterDevice, rfs::makedev(major, minor))
+            }
+            SpecialNode::Block(major, minor) => (RawType::BlockDevice, rfs::makedev(major, minor)),
+            SpecialNode::Socket => (RawType::Socket, 0),
+            SpecialNode::Fifo => (RawType::Fifo, 0),
+        };
+        let ((handle, new_attr), dir_wcc) = self.in_dir(dir, |d| {
+            let mode = attr.mode.unwrap_or(DEFAULT_FILE_MODE) & 0o7777;
+            rfs::mknodat(&d.fd, name, kind, Mode::from_raw_mode(mode), dev).map_err(errno)?;
+            let fd = self.open_child_path(d.fd.as_fd(), name).map_err(errno)?;
+            let set = SetAttr {
+                size: None,
+                ..*attr
+            };
+            self.finish_new(fd, mode, &set)
+        })?;
+        Ok(Created {
+            handle,
+            attr: new_attr,
+            dir_wcc,
+        })
+    }
+
+    fn remove(
+        &self,
+        _cred: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+    ) -> Result<Wcc, (FsError, Wcc)> {
+        self.check_writable().map_err(no_wcc)?;
+        check_name(name, FsError::Inval).map_err(no_wcc)?;
+        let ((), wcc) = self.in_dir(dir, |d| {
+            let victim = self.child_handle(d.fd.as_fd(), name);
+            rfs::unlinkat(&d.fd, name, AtFlags::empty()).map_err(errno)?;
+            if let Some(fh) = victim {
+                self.forget_if_gone(&fh);
+            }
+            Ok(())
+        })?;
+        Ok(wcc)
+    }
+
+    fn rmdir(&self, _cred: &Cred, dir: &BackendHandle, name: &[u8]) -> Result<Wcc, (FsError, Wcc)> {
+        self.check_writable().map_err(no_wcc)?;
+        check_name(name, FsError::Inval).map_err(no_wcc)?;
+        let ((), wcc) = self.in_dir(dir, |d| {
+            let victim = self.child_handle(d.fd.as_fd(), name);
+            rfs::unlinkat(&d.fd, name, AtFlags::REMOVEDIR).map_err(errno)?;
+            if let Some(fh) = victim {
+                self.forget_if_gone(&fh);
+            }
+            Ok(())
+        })?;
+        Ok(wcc)
+    }
+
+    fn rename(
+        &self,
+        _cred: &Cred,
+        from_dir: &BackendHandle,
+        from_name: &[u8],
+        to_dir: &BackendHandle,
+        to_name: &[u8],
+    ) -> Result<(Wcc, Wcc), (FsError, Wcc, Wcc)> {
+        let none = |e| (e, Wcc::default(), Wcc::default());
+        self.check_writable().map_err(none)?;
+        check_name(from_name, FsError::Inval).map_err(none)?;
+        check_name(to_name, FsError::Inval).map_err(none)?;
+        let from = self.resolve_dir(from_dir).map_err(none)?;
+        let from_before = Some(WccAttr::from(&self.attr(&from.stat)));
+        let to = self.resolve_dir(to_dir).map_err(|e| {
+            let from_wcc = Wcc {
+                before: from_before,
+                after: Some(self.attr(&from.stat)),
+            };
+            (e, from_wcc, Wcc::default())
+        })?;
+        let to_before = Some(WccAttr::from(&self.attr(&to.stat)));
+        let victim = self.child_handle(to.fd.as_fd(), to_name);
+        let result = rfs::renameat(&from.fd, from_name, &to.fd, to_name);
+        let from_wcc = Wcc {
+            before: from_before,
+            after: self.attr_of(&from.fd),
+        };
+        let to_wcc = Wcc {
+            before: to_before,
+            after: self.attr_of(&to.fd),
+        };
+        match result {
+            Ok(()) => {
+                if let Some(fh) = victim {
+                    self.forget_if_gone(&fh);
+                }
+                Ok((from_wcc, to_wcc))
+            }
+            Err(e) => Err((errno(e), from_wcc, to_wcc)),
+        }
+    }
+
+    fn link(
+        &self,
+        _cred: &Cred,
+        fh: &BackendHandle,
+        dir: &BackendHandle,
+        name: &[u8],
+    ) -> Result<(Option<Attr>, Wcc), (FsError, Option<Attr>, Wcc)> {
+        self.check_writable()
+            .map_err(|e| (e, None, Wcc::default()))?;
+        check_name(name, FsError::Exist).map_err(|e| (e, None, Wcc::default()))?;
+        let file = self.resolve(fh).map_err(|e| (e, None, Wcc::default()))?;
+        let result = self.in_dir(dir, |d| {
+            let linked = rfs::linkat(&file.fd, "", &d.fd, name, AtFlags::EMPTY_PATH);
+            match linked {
+                // Without CAP_DAC_READ_SEARCH the kernel says ENOENT: link the
+                // object through its /proc magic link instead.
+                Err(Errno::NOENT) => rfs::linkat(
+                    &self.proc_fd,
+                    DecInt::from_fd(&file.fd),
+                    &d.fd,
+                    name,
+                    AtFlags::SYMLINK_FOLLOW,
+                ),
+                other => other,
+            }
+            .map_err(errno)
+        });
+        let file_attr = self.attr_of(&file.fd);
+        match result {
+            Ok(((), wcc)) => Ok((file_attr, wcc)),
+            Err((e, wcc)) => Err((e, file_attr, wcc)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _cred: &Cred,
+        dir: &BackendHandle,
+        cookie: u64,
+        verifier: CookieVerifier,
+        plus: bool,
+        sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> Result<ReaddirEnd, (FsError, Option<Attr>)> {
+        let node = self.resolve(dir).map_err(|e| (e, None))?;
+        let attr = self.attr(&node.stat);
+        if !node.is_dir() {
+            return Err((FsError::NotDir, Some(attr)));
+        }
+        if cookie != 0 && verifier != super::readdir::VERIFIER {
+            return Err((FsError::BadCookie, Some(attr)));
+        }
+        let eof = self
+            .list(dir, &node, cookie, plus, sink)
+            .map_err(|e| (e, Some(attr)))?;
+        Ok(ReaddirEnd {
+            dir_attr: Some(attr),
+            verifier: super::readdir::VERIFIER,
+            eof,
+        })
+    }
+
+    fn fsstat(&self, _cred: &Cred, fh: &BackendHandle) -> FsResult<(FsStat, Attr)> {
+        let node = self.resolve(fh)?;
+        let vfs = rfs::fstatvfs(&node.fd).map_err(errno)?;
+        let bytes = |blocks: u64| blocks.saturating_mul(vfs.f_frsize);
+        let stat = FsStat {
+            total_bytes: bytes(vfs.f_blocks),
+            free_bytes: bytes(vfs.f_bfree),
+            avail_bytes: bytes(vfs.f_bavail),
+            total_files: vfs.f_files,
+            free_files: vfs.f_ffree,
+            avail_files: vfs.f_favail,
+        };
+        Ok((stat, self.attr(&node.stat)))
+    }
+
+    fn info(&self) -> FsInfo {
+        self.info
+    }
+
+    fn commit(
+        &self,
+        _cred: &Cred,
+        fh: &BackendHandle,
+        _offset: u64,
+        _count: u32,
+    ) -> Result<Wcc, (FsError, Wcc)> {
+        self.check_writable().map_err(no_wcc)?;
+        let (fd, stat) = self.sync_target(fh).map_err(no_wcc)?;
+        let before = Some(WccAttr::from(&self.attr(&stat)));
+        // The whole file: COMMIT may always do more than asked.
+        let result = rfs::fsync(&fd).map_err(|e| {
+            self.write_failed(e);
+            errno(e)
+        });
+        let wcc = Wcc {
+            before,
+            after: self.attr_of(&fd),
+        };
+        result.map(|()| wcc).map_err(|e| (e, wcc))
+    }
+
+    fn write_verifier(&self) -> WriteVerifier {
+        self.verifier.load(Ordering::Relaxed).to_ne_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(ftype: FileType, mode: u32, uid: u32, gid: u32) -> Attr {
+        Attr {
+            ftype,
+            mode,
+            nlink: 1,
+            uid,
+            gid,
+            size: 0,
+            used: 0,
+            rdev: (0, 0),
+            fsid: 0,
+            fileid: 1,
+            atime: Time::default(),
+            mtime: Time::default(),
+            ctime: Time::default(),
+        }
+    }
+
+    #[test]
+    fn access_follows_knfsd() {
+        let user = Cred {
+            uid: 1000,
+            gid: 100,
+            groups: vec![],
+        };
+        let root = Cred::root();
+        let file = attr(FileType::Regular, 0o640, 1000, 100);
+        assert_eq!(
+            access_bits(&user, &file, false),
+            access::READ | access::MODIFY | access::EXTEND
+        );
+        // Root: no EXECUTE on a file without any x bit; LOOKUP never on files.
+        assert_eq!(
+            access_bits(&root, &file, false),
+            access::READ | access::MODIFY | access::EXTEND
+        );
+        let script = attr(FileType::Regular, 0o701, 1000, 100);
+        assert_ne!(access_bits(&root, &script, false) & access::EXECUTE, 0);
+        let other = Cred {
+            uid: 2000,
+            gid: 200,
+            groups: vec![],
+        };
+        assert_eq!(access_bits(&other, &script, false), access::EXECUTE);
+        let dir = attr(FileType::Directory, 0o750, 0, 100);
+        assert_eq!(
+            access_bits(&user, &dir, false),
+            access::READ | access::LOOKUP
+        );
+        assert_eq!(
+            access_bits(&root, &dir, false),
+            access::ALL & !access::EXECUTE
+        );
+        assert_eq!(
+            access_bits(&root, &dir, true),
+            access::READ | access::LOOKUP
+        );
+    }
+
+    #[test]
+    fn verifier_halves_go_to_atime_and_mtime() {
+        let (atime, mtime) = verifier_times(&[0x80, 0, 0, 1, 0x12, 0x34, 0x56, 0x78]);
+        assert_eq!(mtime, 1);
+        assert_eq!(atime, 0x1234_5678);
+    }
+}

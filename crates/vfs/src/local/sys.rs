@@ -1,0 +1,184 @@
+//! The few system calls rustix does not wrap, each behind a safe function. This is
+//! the only file of the local backend with `unsafe`.
+
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use rustix::io::Errno;
+
+/// `MAX_HANDLE_SZ` from `<linux/exportfs.h>`: the largest kernel file handle.
+pub(super) const MAX_HANDLE_SZ: usize = 128;
+
+/// `struct file_handle` with room for the largest handle.
+#[repr(C)]
+struct RawFileHandle {
+    handle_bytes: u32,
+    handle_type: i32,
+    f_handle: [u8; MAX_HANDLE_SZ],
+}
+
+/// A kernel file handle as `name_to_handle_at` returns it.
+#[derive(Clone, Copy)]
+pub(super) struct KernelHandle {
+    /// The file system's handle type (`FILEID_*`).
+    pub(super) handle_type: i32,
+    len: usize,
+    bytes: [u8; MAX_HANDLE_SZ],
+}
+
+impl KernelHandle {
+    /// The handle bytes (`f_handle`).
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+fn last_errno() -> Errno {
+    Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO)
+}
+
+/// `name_to_handle_at(dirfd, name, flags)`: the kernel's handle for `name` under
+/// `dirfd` (or `dirfd` itself with `""` and `AT_EMPTY_PATH`).
+pub(super) fn name_to_handle(
+    dirfd: BorrowedFd<'_>,
+    name: &CStr,
+    flags: libc::c_int,
+) -> Result<KernelHandle, Errno> {
+    let mut raw = RawFileHandle {
+        handle_bytes: MAX_HANDLE_SZ as u32,
+        handle_type: 0,
+        f_handle: [0; MAX_HANDLE_SZ],
+    };
+    let mut mount_id: libc::c_int = 0;
+    // SAFETY: `raw` is a `struct file_handle` whose `handle_bytes` says how much
+    // room follows it (MAX_HANDLE_SZ, the kernel's own upper bound); `name` is
+    // NUL-terminated; `mount_id` is a live int. The kernel writes only within them.
+    let rc = unsafe {
+        libc::name_to_handle_at(
+            dirfd.as_raw_fd(),
+            name.as_ptr(),
+            (&raw mut raw).cast::<libc::file_handle>(),
+            &mut mount_id,
+            flags,
+        )
+    };
+    if rc != 0 {
+        return Err(last_errno());
+    }
+    let len = raw.handle_bytes as usize;
+    if len > MAX_HANDLE_SZ {
+        return Err(Errno::OVERFLOW);
+    }
+    Ok(KernelHandle {
+        handle_type: raw.handle_type,
+        len,
+        bytes: raw.f_handle,
+    })
+}
+
+/// `open_by_handle_at(mount_fd, handle, flags)`. Needs `CAP_DAC_READ_SEARCH`.
+pub(super) fn open_by_handle(
+    mount_fd: BorrowedFd<'_>,
+    handle_type: i32,
+    bytes: &[u8],
+    flags: libc::c_int,
+) -> Result<OwnedFd, Errno> {
+    if bytes.len() > MAX_HANDLE_SZ {
+        return Err(Errno::INVAL);
+    }
+    let mut raw = RawFileHandle {
+        handle_bytes: bytes.len() as u32,
+        handle_type,
+        f_handle: [0; MAX_HANDLE_SZ],
+    };
+    raw.f_handle[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: `raw` is a valid `struct file_handle` holding `handle_bytes` bytes;
+    // the kernel only reads it.
+    let fd = unsafe {
+        libc::open_by_handle_at(
+            mount_fd.as_raw_fd(),
+            (&raw mut raw).cast::<libc::file_handle>(),
+            flags | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(last_errno());
+    }
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `faccessat2(fd, "", mode, AT_EMPTY_PATH | AT_EACCESS)`: may this thread's
+/// file-system identity (fsuid, fsgid, groups) access `fd`'s object with `mode`
+/// (`R_OK`/`W_OK`/`X_OK`)? `ENOSYS` before Linux 5.8.
+pub(super) fn access_fd(fd: BorrowedFd<'_>, mode: libc::c_int) -> Result<(), Errno> {
+    // SAFETY: plain integer arguments and a static NUL-terminated empty path.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_faccessat2,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            mode,
+            libc::AT_EMPTY_PATH | libc::AT_EACCESS,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(last_errno())
+    }
+}
+
+/// `fchmodat2(fd, "", mode, AT_EMPTY_PATH)`: chmod the object `fd` refers to
+/// (works on `O_PATH` descriptors, which `fchmod` refuses). `ENOSYS` before Linux
+/// 6.6; `EINVAL` where `AT_EMPTY_PATH` is not accepted.
+pub(super) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> Result<(), Errno> {
+    // SAFETY: plain integer arguments and a static NUL-terminated empty path.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fchmodat2,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            mode,
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(last_errno())
+    }
+}
+
+/// `fpathconf(fd, _PC_LINK_MAX)`, if the C library knows it for this file system.
+pub(super) fn link_max(fd: BorrowedFd<'_>) -> Option<u32> {
+    // SAFETY: fpathconf only reads the descriptor's file system facts.
+    let max = unsafe { libc::fpathconf(fd.as_raw_fd(), libc::_PC_LINK_MAX) };
+    u32::try_from(max).ok().filter(|&m| m > 0)
+}
+
+/// Appends up to `want` bytes read at `offset` to `out` (several `pread`s if the
+/// kernel returns short counts) without zero-filling first. Returns the count;
+/// less than `want` only at end of file.
+pub(super) fn pread_append(
+    fd: BorrowedFd<'_>,
+    offset: u64,
+    want: usize,
+    out: &mut Vec<u8>,
+) -> Result<usize, Errno> {
+    out.reserve(want);
+    let mut done = 0;
+    while done < want {
+        let spare = &mut out.spare_capacity_mut()[..want - done];
+        let (filled, _) = rustix::io::pread(fd, spare, offset + done as u64)?;
+        let n = filled.len();
+        if n == 0 {
+            break;
+        }
+        // SAFETY: `pread` initialised the first `n` bytes of the spare capacity,
+        // which `reserve(want)` made at least `want - done >= n` long.
+        unsafe { out.set_len(out.len() + n) };
+        done += n;
+    }
+    Ok(done)
+}

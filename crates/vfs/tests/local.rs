@@ -1,0 +1,992 @@
+//! The local backend: the shared conformance suite on a fresh temporary
+//! directory per case, then cases only a host directory has (escapes, restarts,
+//! identities, the kernel's own handles).
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+#![allow(
+    unreachable_pub,
+    reason = "the shared conformance module is pub for every backend's test crate"
+)]
+
+#[macro_use]
+mod conformance;
+
+use std::collections::HashSet;
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use conformance::{Caps, Fixture};
+use rnfs_vfs::local::{LocalFs, LocalOptions};
+use rnfs_vfs::{
+    access, identity, BackendHandle, CreateHow, Cred, DirEntry, FileType, Filesystem, FsError,
+    SetAttr, SetTime, Stability, Time,
+};
+use tempfile::TempDir;
+
+fn temp_dir() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    // Other identities must be able to reach the export.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+fn is_root() -> bool {
+    identity::can_switch()
+}
+
+fn fixture() -> Fixture<LocalFs> {
+    let dir = temp_dir();
+    let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+    let caps = if is_root() { Caps::ALL } else { Caps::NONE };
+    Fixture::new(fs, caps).with_guard(dir)
+}
+
+conformance_tests!(fixture);
+
+/// The server's view when it runs as root: every call switches the thread's
+/// fsuid/fsgid/groups to the caller first. With it, the permission cases check
+/// the kernel's permission logic through the backend.
+#[derive(Debug)]
+struct AsCaller(LocalFs);
+
+fn switched(cred: &Cred) {
+    identity::switch_to(cred).unwrap();
+}
+
+impl Drop for AsCaller {
+    fn drop(&mut self) {
+        // Root again, so the fixture's temporary directory can be deleted.
+        identity::switch_to(&Cred::root()).unwrap();
+    }
+}
+
+impl Filesystem for AsCaller {
+    fn root(&self) -> BackendHandle {
+        self.0.root()
+    }
+    fn getattr(&self, c: &Cred, fh: &BackendHandle) -> rnfs_vfs::FsResult<rnfs_vfs::Attr> {
+        switched(c);
+        self.0.getattr(c, fh)
+    }
+    fn setattr(
+        &self,
+        c: &Cred,
+        fh: &BackendHandle,
+        set: &SetAttr,
+        guard: Option<Time>,
+    ) -> Result<rnfs_vfs::Wcc, (FsError, rnfs_vfs::Wcc)> {
+        switched(c);
+        self.0.setattr(c, fh, set, guard)
+    }
+    fn lookup(
+        &self,
+        c: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+    ) -> Result<
+        (BackendHandle, rnfs_vfs::Attr, Option<rnfs_vfs::Attr>),
+        (FsError, Option<rnfs_vfs::Attr>),
+    > {
+        switched(c);
+        self.0.lookup(c, dir, name)
+    }
+    fn access(
+        &self,
+        c: &Cred,
+        fh: &BackendHandle,
+        mask: u32,
+    ) -> rnfs_vfs::FsResult<(u32, rnfs_vfs::Attr)> {
+        switched(c);
+        self.0.access(c, fh, mask)
+    }
+    fn readlink(
+        &self,
+        c: &Cred,
+        fh: &BackendHandle,
+        out: &mut Vec<u8>,
+    ) -> rnfs_vfs::FsResult<rnfs_vfs::Attr> {
+        switched(c);
+        self.0.readlink(c, fh, out)
+    }
+    fn read(
+        &self,
+        c: &Cred,
+        fh: &BackendHandle,
+        offset: u64,
+        count: u32,
+        out: &mut Vec<u8>,
+    ) -> rnfs_vfs::FsResult<rnfs_vfs::ReadOk> {
+        switched(c);
+        self.0.read(c, fh, offset, count, out)
+    }
+    fn write(
+        &self,
+        c: &Cred,
+        fh: &BackendHandle,
+        offset: u64,
+        data: &[u8],
+        stable: Stability,
+    ) -> Result<rnfs_vfs::WriteOk, (FsError, rnfs_vfs::Wcc)> {
+        switched(c);
+        self.0.write(c, fh, offset, data, stable)
+    }
+    fn create(
+        &self,
+        c: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+        how: &CreateHow,
+    ) -> Result<rnfs_vfs::Created, (FsError, rnfs_vfs::Wcc)> {
+        switched(c);
+        self.0.create(c, dir, name, how)
+    }
+    fn mkdir(
+        &self,
+        c: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+        attr: &SetAttr,
+    ) -> Result<rnfs_vfs::Created, (FsError, rnfs_vfs::Wcc)> {
+        switched(c);
+        self.0.mkdir(c, dir, name, attr)
+    }
+    fn symlink(
+        &self,
+        c: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+        target: &[u8],
+        attr: &SetAttr,
+    ) -> Result<rnfs_vfs::Created, (FsError, rnfs_vfs::Wcc)> {
+        switched(c);
+        self.0.symlink(c, dir, name, target, attr)
+    }
+    fn mknod(
+        &self,
+        c: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+        node: &rnfs_vfs::SpecialNode,
+        attr: &SetAttr,
+    ) -> Result<rnfs_vfs::Created, (FsError, rnfs_vfs::Wcc)> {
+        switched(c);
+        self.0.mknod(c, dir, name, node, attr)
+    }
+    fn remove(
+        &self,
+        c: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+    ) -> Result<rnfs_vfs::Wcc, (FsError, rnfs_vfs::Wcc)> {
+        switched(c);
+        self.0.remove(c, dir, name)
+    }
+    fn rmdir(
+        &self,
+        c: &Cred,
+        dir: &BackendHandle,
+        name: &[u8],
+    ) -> Result<rnfs_vfs::Wcc, (FsError, rnfs_vfs::Wcc)> {
+        switched(c);
+        self.0.rmdir(c, dir, name)
+    }
+    fn rename(
+        &self,
+        c: &Cred,
+        from_dir: &BackendHandle,
+        from_name: &[u8],
+        to_dir: &BackendHandle,
+        to_name: &[u8],
+    ) -> Result<(rnfs_vfs::Wcc, rnfs_vfs::Wcc), (FsError, rnfs_vfs::Wcc, rnfs_vfs::Wcc)> {
+        switched(c);
+        self.0.rename(c, from_dir, from_name, to_dir, to_name)
+    }
+    fn link(
+        &self,
+        c: &Cred,
+        fh: &BackendHandle,
+        dir: &BackendHandle,
+        name: &[u8],
+    ) -> Result<
+        (Option<rnfs_vfs::Attr>, rnfs_vfs::Wcc),
+        (FsError, Option<rnfs_vfs::Attr>, rnfs_vfs::Wcc),
+    > {
+        switched(c);
+        self.0.link(c, fh, dir, name)
+    }
+    fn readdir(
+        &self,
+        c: &Cred,
+        dir: &BackendHandle,
+        cookie: u64,
+        verifier: rnfs_vfs::CookieVerifier,
+        plus: bool,
+        sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> Result<rnfs_vfs::ReaddirEnd, (FsError, Option<rnfs_vfs::Attr>)> {
+        switched(c);
+        self.0.readdir(c, dir, cookie, verifier, plus, sink)
+    }
+    fn fsstat(
+        &self,
+        c: &Cred,
+        fh: &BackendHandle,
+    ) -> rnfs_vfs::FsResult<(rnfs_vfs::FsStat, rnfs_vfs::Attr)> {
+        switched(c);
+        self.0.fsstat(c, fh)
+    }
+    fn info(&self) -> rnfs_vfs::FsInfo {
+        self.0.info()
+    }
+    fn commit(
+        &self,
+        c: &Cred,
+        fh: &BackendHandle,
+        offset: u64,
+        count: u32,
+    ) -> Result<rnfs_vfs::Wcc, (FsError, rnfs_vfs::Wcc)> {
+        switched(c);
+        self.0.commit(c, fh, offset, count)
+    }
+    fn write_verifier(&self) -> rnfs_vfs::WriteVerifier {
+        self.0.write_verifier()
+    }
+}
+
+mod as_caller {
+    use super::*;
+
+    fn fixture() -> Fixture<AsCaller> {
+        let dir = temp_dir();
+        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        Fixture::new(AsCaller(fs), Caps::ALL).with_guard(dir)
+    }
+
+    // Needs root (as CI runs): the identities are real.
+    conformance_permission_tests!(fixture);
+}
+
+// ---- Backend-specific cases ----------------------------------------------
+
+fn open(dir: &Path) -> LocalFs {
+    LocalFs::open(dir, LocalOptions::default()).unwrap()
+}
+
+fn root() -> Cred {
+    Cred::root()
+}
+
+fn guarded(mode: u32) -> CreateHow {
+    CreateHow::Guarded(SetAttr {
+        mode: Some(mode),
+        ..SetAttr::default()
+    })
+}
+
+fn create(fs: &LocalFs, dir: &BackendHandle, name: &[u8]) -> BackendHandle {
+    fs.create(&root(), dir, name, &guarded(0o644))
+        .unwrap()
+        .handle
+}
+
+fn lookup(fs: &LocalFs, dir: &BackendHandle, name: &[u8]) -> Result<BackendHandle, FsError> {
+    fs.lookup(&root(), dir, name).map(|r| r.0).map_err(|e| e.0)
+}
+
+fn write(fs: &LocalFs, fh: &BackendHandle, offset: u64, data: &[u8]) {
+    let ok = fs
+        .write(&root(), fh, offset, data, Stability::Unstable)
+        .unwrap();
+    assert_eq!(ok.count as usize, data.len());
+}
+
+fn read(fs: &LocalFs, fh: &BackendHandle, len: u32) -> Result<Vec<u8>, FsError> {
+    let mut out = Vec::new();
+    fs.read(&root(), fh, 0, len, &mut out)?;
+    Ok(out)
+}
+
+#[test]
+fn symlink_to_etc_is_returned_not_followed() {
+    let dir = temp_dir();
+    symlink("/etc", dir.path().join("etc")).unwrap();
+    symlink("/etc/passwd", dir.path().join("passwd")).unwrap();
+    let fs = open(dir.path());
+    let r = fs.root();
+    for name in [&b"etc"[..], b"passwd"] {
+        let link = lookup(&fs, &r, name).unwrap();
+        assert_eq!(fs.getattr(&root(), &link).unwrap().ftype, FileType::Symlink);
+        let mut target = Vec::new();
+        fs.readlink(&root(), &link, &mut target).unwrap();
+        assert!(target.starts_with(b"/etc"));
+        // Nothing reaches through the link.
+        assert_eq!(lookup(&fs, &link, b"passwd"), Err(FsError::NotDir));
+        assert_eq!(read(&fs, &link, 100), Err(FsError::Inval));
+        let w = fs.write(&root(), &link, 0, b"x", Stability::FileSync);
+        assert_eq!(w.unwrap_err().0, FsError::Inval);
+        let c = fs.create(&root(), &link, b"x", &guarded(0o644));
+        assert_eq!(c.unwrap_err().0, FsError::NotDir);
+        let l = fs.readdir(&root(), &link, 0, [0; 8], true, &mut |_| true);
+        assert_eq!(l.unwrap_err().0, FsError::NotDir);
+        // SETATTR acts on the link itself: /etc keeps its times.
+        let set = SetAttr {
+            mtime: SetTime::ClientTime(Time {
+                secs: 1000,
+                nsecs: 0,
+            }),
+            ..SetAttr::default()
+        };
+        let before = std::fs::metadata("/etc").unwrap();
+        fs.setattr(&root(), &link, &set, None).unwrap();
+        let after = std::fs::metadata("/etc").unwrap();
+        assert_eq!(before.modified().unwrap(), after.modified().unwrap());
+        assert_eq!(fs.getattr(&root(), &link).unwrap().mtime.secs, 1000);
+    }
+    // Nothing was written under /etc.
+    assert!(!Path::new("/etc/x").exists());
+}
+
+#[test]
+fn dotdot_and_slashes_stay_inside() {
+    let dir = temp_dir();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let fs = open(dir.path());
+    let r = fs.root();
+    assert_eq!(lookup(&fs, &r, b".."), Ok(r));
+    let sub = lookup(&fs, &r, b"sub").unwrap();
+    assert_eq!(lookup(&fs, &sub, b".."), Ok(r));
+    for name in [&b"../etc"[..], b"/etc", b"sub/..", b"a/b", b"a\0b", b""] {
+        assert_eq!(lookup(&fs, &r, name), Err(FsError::Inval), "{name:?}");
+        let c = fs.create(&root(), &r, name, &guarded(0o644));
+        assert_eq!(c.unwrap_err().0, FsError::Inval, "{name:?}");
+        let m = fs.mkdir(&root(), &r, name, &SetAttr::default());
+        assert_eq!(m.unwrap_err().0, FsError::Inval, "{name:?}");
+        let s = fs.symlink(&root(), &r, name, b"/etc", &SetAttr::default());
+        assert_eq!(s.unwrap_err().0, FsError::Inval, "{name:?}");
+        assert_eq!(fs.remove(&root(), &r, name).unwrap_err().0, FsError::Inval);
+        let mv = fs.rename(&root(), &sub, b"..", &r, name);
+        assert_eq!(mv.unwrap_err().0, FsError::Inval);
+    }
+    assert_eq!(lookup(&fs, &r, &[b'x'; 256]), Err(FsError::NameTooLong));
+    // The root's ".." in a listing is the root itself.
+    let mut dotdot = None;
+    fs.readdir(&root(), &r, 0, [0; 8], true, &mut |e| {
+        if e.name == b".." {
+            dotdot = Some((e.fileid, e.plus.map(|p| p.0)));
+        }
+        true
+    })
+    .unwrap();
+    let root_id = fs.getattr(&root(), &r).unwrap().fileid;
+    assert_eq!(dotdot, Some((root_id, Some(r))));
+}
+
+/// A handle of a file outside the export on the same file system resolves:
+/// the kernel cannot tell, and the backend does not walk `..` (O(depth)). The
+/// server's MAC over every handle it issues is what keeps clients from forging
+/// one. A handle of another file system resolves to nothing.
+#[test]
+fn foreign_handles() {
+    if !is_root() {
+        eprintln!("skipped: open_by_handle_at needs root");
+        return;
+    }
+    let dir = temp_dir();
+    let fs = open(dir.path());
+    let export_dev = std::fs::metadata(dir.path()).unwrap().dev();
+
+    let etc = open(Path::new("/etc"));
+    let passwd = lookup(&etc, &etc.root(), b"passwd").unwrap();
+    let passwd_meta = std::fs::symlink_metadata("/etc/passwd").unwrap();
+    match fs.getattr(&root(), &passwd) {
+        Ok(attr) => {
+            assert_eq!(
+                passwd_meta.dev(),
+                export_dev,
+                "resolved across file systems"
+            );
+            assert_eq!(attr.fileid, passwd_meta.ino());
+        }
+        Err(e) => {
+            assert_ne!(passwd_meta.dev(), export_dev, "{e:?}");
+            assert!(matches!(e, FsError::Stale | FsError::BadHandle), "{e:?}");
+        }
+    }
+
+    let mut tried = 0;
+    for other in ["/dev/shm", "/dev", "/run", "/sys/fs/cgroup", "/"] {
+        let Ok(meta) = std::fs::metadata(other) else {
+            continue;
+        };
+        if meta.dev() == export_dev {
+            continue;
+        }
+        let Ok(foreign) = LocalFs::open(Path::new(other), LocalOptions::default()) else {
+            continue;
+        };
+        let mut handles = vec![foreign.root()];
+        foreign
+            .readdir(&root(), &foreign.root(), 0, [0; 8], true, &mut |e| {
+                handles.extend(e.plus.map(|p| p.0));
+                handles.len() < 50
+            })
+            .unwrap();
+        for fh in &handles {
+            let got = fs.getattr(&root(), fh);
+            assert!(
+                matches!(got, Err(FsError::Stale | FsError::BadHandle)),
+                "{other}: handle {fh:?} resolved: {got:?}"
+            );
+        }
+        tried += 1;
+    }
+    if tried == 0 {
+        eprintln!("note: no other file system with handles to try");
+    }
+}
+
+/// Unmounts on drop (lazily, so a failing test never leaves it busy).
+struct Mounted<'a>(&'a Path);
+
+impl Drop for Mounted<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.0)
+            .status();
+    }
+}
+
+/// A file system mounted inside the export is not entered: its kernel handles
+/// would be decoded against the export's file system.
+#[test]
+fn mount_points_inside_the_export_are_xdev() {
+    let dir = temp_dir();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "rnfs-test", mnt.to_str().unwrap()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    }
+    let _guard = Mounted(&mnt);
+    std::fs::write(mnt.join("inside"), b"x").unwrap();
+    let fs = open(dir.path());
+    let r = fs.root();
+    assert_eq!(lookup(&fs, &r, b"mnt"), Err(FsError::XDev));
+    let mut plus_of_mnt = None;
+    fs.readdir(&root(), &r, 0, [0; 8], true, &mut |e| {
+        if e.name == b"mnt" {
+            plus_of_mnt = Some(e.plus.map(|p| p.0));
+        }
+        true
+    })
+    .unwrap();
+    assert_eq!(plus_of_mnt, Some(None), "listed, without a handle");
+}
+
+#[test]
+fn handles_survive_a_restart() {
+    let dir = temp_dir();
+    let (file, sub, link, root_h) = {
+        let fs = open(dir.path());
+        let r = fs.root();
+        let file = create(&fs, &r, b"f");
+        write(&fs, &file, 0, b"hello");
+        fs.commit(&root(), &file, 0, 0).unwrap();
+        let sub = fs
+            .mkdir(&root(), &r, b"d", &SetAttr::default())
+            .unwrap()
+            .handle;
+        let link = fs
+            .symlink(&root(), &sub, b"l", b"../f", &SetAttr::default())
+            .unwrap()
+            .handle;
+        (file, sub, link, r)
+    };
+    let fs = open(dir.path());
+    assert_eq!(fs.root(), root_h);
+    if !fs.privileged() {
+        eprintln!("skipped: unprivileged handles do not survive restarts");
+        return;
+    }
+    assert_eq!(read(&fs, &file, 100).unwrap(), b"hello");
+    assert_eq!(
+        fs.getattr(&root(), &sub).unwrap().ftype,
+        FileType::Directory
+    );
+    let mut target = Vec::new();
+    fs.readlink(&root(), &link, &mut target).unwrap();
+    assert_eq!(target, b"../f");
+    assert_eq!(lookup(&fs, &sub, b"l"), Ok(link));
+    assert_eq!(lookup(&fs, &sub, b".."), Ok(root_h));
+}
+
+#[test]
+fn stale_after_unlink_by_another_process() {
+    let dir = temp_dir();
+    let fs = open(dir.path());
+    let r = fs.root();
+    let file = create(&fs, &r, b"f");
+    write(&fs, &file, 0, b"data"); // the descriptor is now cached
+    std::fs::remove_file(dir.path().join("f")).unwrap();
+    assert_eq!(fs.getattr(&root(), &file), Err(FsError::Stale));
+    assert_eq!(read(&fs, &file, 4), Err(FsError::Stale));
+    let w = fs.write(&root(), &file, 0, b"x", Stability::Unstable);
+    assert_eq!(w.unwrap_err().0, FsError::Stale);
+    // A new file of the same name is a new object.
+    std::fs::write(dir.path().join("f"), b"new").unwrap();
+    let again = lookup(&fs, &r, b"f").unwrap();
+    assert_ne!(again, file);
+    assert_eq!(read(&fs, &again, 10).unwrap(), b"new");
+    assert_eq!(fs.getattr(&root(), &file), Err(FsError::Stale));
+}
+
+/// Descriptors this process holds on deleted files whose path was `path`.
+fn open_deleted(path: &Path) -> usize {
+    let want = format!("{} (deleted)", path.display());
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.as_os_str() == want.as_str())
+        .count()
+}
+
+/// REMOVE (and RENAME over a file) drops the cached descriptor of a file whose
+/// last link went away, so its space is freed at once; other links keep it.
+#[test]
+fn removing_the_last_link_closes_cached_descriptors() {
+    let dir = temp_dir();
+    let fs = open(dir.path());
+    let r = fs.root();
+    let f = create(&fs, &r, b"f");
+    write(&fs, &f, 0, &[1; 8192]);
+    fs.link(&root(), &f, &r, b"g").unwrap();
+    fs.remove(&root(), &r, b"g").unwrap();
+    assert_eq!(read(&fs, &f, 1).unwrap(), [1], "still linked as f");
+    fs.remove(&root(), &r, b"f").unwrap();
+    assert_eq!(open_deleted(&dir.path().join("f")), 0);
+    assert_eq!(fs.getattr(&root(), &f), Err(FsError::Stale));
+    // Replaced by a rename.
+    let a = create(&fs, &r, b"a");
+    write(&fs, &a, 0, b"old");
+    create(&fs, &r, b"b");
+    fs.rename(&root(), &r, b"b", &r, b"a").unwrap();
+    assert_eq!(open_deleted(&dir.path().join("a")), 0);
+    assert_eq!(fs.getattr(&root(), &a), Err(FsError::Stale));
+}
+
+#[test]
+fn read_only_export_refuses_every_change() {
+    let dir = temp_dir();
+    std::fs::write(dir.path().join("f"), b"keep").unwrap();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    let options = LocalOptions {
+        read_only: true,
+        ..LocalOptions::default()
+    };
+    let fs = LocalFs::open(dir.path(), options).unwrap();
+    assert!(fs.read_only());
+    let r = fs.root();
+    let f = lookup(&fs, &r, b"f").unwrap();
+    let ro = |e: FsError| assert_eq!(e, FsError::RoFs);
+    let set = SetAttr {
+        size: Some(0),
+        ..SetAttr::default()
+    };
+    ro(fs.setattr(&root(), &f, &set, None).unwrap_err().0);
+    ro(fs
+        .write(&root(), &f, 0, b"x", Stability::FileSync)
+        .unwrap_err()
+        .0);
+    ro(fs.create(&root(), &r, b"n", &guarded(0o644)).unwrap_err().0);
+    ro(fs
+        .mkdir(&root(), &r, b"n", &SetAttr::default())
+        .unwrap_err()
+        .0);
+    ro(fs
+        .symlink(&root(), &r, b"n", b"t", &SetAttr::default())
+        .unwrap_err()
+        .0);
+    let fifo = rnfs_vfs::SpecialNode::Fifo;
+    ro(fs
+        .mknod(&root(), &r, b"n", &fifo, &SetAttr::default())
+        .unwrap_err()
+        .0);
+    ro(fs.remove(&root(), &r, b"f").unwrap_err().0);
+    ro(fs.rmdir(&root(), &r, b"d").unwrap_err().0);
+    ro(fs.rename(&root(), &r, b"f", &r, b"g").unwrap_err().0);
+    ro(fs.link(&root(), &f, &r, b"g").unwrap_err().0);
+    ro(fs.commit(&root(), &f, 0, 0).unwrap_err().0);
+    // Reading still works; ACCESS grants no change.
+    assert_eq!(read(&fs, &f, 10).unwrap(), b"keep");
+    let (granted, _) = fs.access(&root(), &r, access::ALL).unwrap();
+    assert_eq!(
+        granted & (access::MODIFY | access::EXTEND | access::DELETE),
+        0
+    );
+    assert_ne!(granted & access::READ, 0);
+    assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"keep");
+    assert!(dir.path().join("d").is_dir());
+}
+
+#[test]
+fn durability_calls_and_verifier() {
+    let dir = temp_dir();
+    let fs = open(dir.path());
+    let r = fs.root();
+    let f = create(&fs, &r, b"f");
+    let verifier = fs.write_verifier();
+    for (i, stable) in [
+        Stability::Unstable,
+        Stability::DataSync,
+        Stability::FileSync,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let data = vec![b'a' + i as u8; 4096];
+        let ok = fs
+            .write(&root(), &f, (i * 4096) as u64, &data, stable)
+            .unwrap();
+        assert_eq!(ok.count, 4096);
+        assert!(ok.committed >= stable);
+        let after = ok.wcc.after.unwrap();
+        assert_eq!(after.size, ((i + 1) * 4096) as u64);
+    }
+    // An empty stable write still syncs and succeeds.
+    let ok = fs.write(&root(), &f, 0, b"", Stability::FileSync).unwrap();
+    assert_eq!(ok.count, 0);
+    let wcc = fs.commit(&root(), &f, 0, 0).unwrap();
+    assert_eq!(wcc.after.unwrap().size, 3 * 4096);
+    assert_eq!(fs.write_verifier(), verifier, "no error, no new verifier");
+    let on_disk = std::fs::read(dir.path().join("f")).unwrap();
+    assert_eq!(on_disk.len(), 3 * 4096);
+    assert!(on_disk[4096..8192].iter().all(|&b| b == b'b'));
+    // A new instance (a restart) has a new verifier.
+    drop(fs);
+    assert_ne!(open(dir.path()).write_verifier(), verifier);
+    // COMMIT of a directory.
+    let fs = open(dir.path());
+    assert_eq!(
+        fs.commit(&root(), &fs.root(), 0, 0).unwrap_err().0,
+        FsError::IsDir
+    );
+    // Writes past the largest offset are FBig, not a panic or EINVAL.
+    let w = fs.write(&root(), &f, u64::MAX - 1, b"xy", Stability::Unstable);
+    assert_eq!(w.unwrap_err().0, FsError::FBig);
+}
+
+#[test]
+fn readdir_ten_thousand_entries_paged() {
+    let dir = temp_dir();
+    let big = dir.path().join("big");
+    std::fs::create_dir(&big).unwrap();
+    let want: HashSet<Vec<u8>> = (0..10_000).map(|i| format!("n{i}").into_bytes()).collect();
+    for name in &want {
+        std::fs::File::create(big.join(std::str::from_utf8(name).unwrap())).unwrap();
+    }
+    let fs = open(dir.path());
+    let d = lookup(&fs, &fs.root(), b"big").unwrap();
+    for (page, plus) in [(3usize, false), (50, true), (1000, false)] {
+        let mut seen = HashSet::new();
+        let mut cookie = 0;
+        let mut calls = 0;
+        loop {
+            calls += 1;
+            let mut accepted = 0;
+            let mut last = cookie;
+            let end = fs
+                .readdir(&root(), &d, cookie, [0; 8], plus, &mut |e| {
+                    if accepted == page {
+                        return false;
+                    }
+                    accepted += 1;
+                    last = e.cookie;
+                    assert!(seen.insert(e.name.to_vec()), "{:?} twice", e.name);
+                    if plus && e.name != b".." {
+                        assert!(e.plus.is_some(), "{:?} without plus", e.name);
+                    }
+                    true
+                })
+                .unwrap();
+            cookie = last;
+            if end.eof {
+                break;
+            }
+        }
+        assert!(seen.remove(&b"."[..]) && seen.remove(&b".."[..]));
+        assert_eq!(seen, want, "page {page}");
+        assert!(calls >= 10_002 / page, "page {page}: {calls} calls");
+    }
+}
+
+#[test]
+fn exclusive_create_retransmit() {
+    let dir = temp_dir();
+    let fs = open(dir.path());
+    let r = fs.root();
+    let verf = *b"\x01\x02\x03\x04\x05\x06\x07\x08";
+    let first = fs
+        .create(&root(), &r, b"x", &CreateHow::Exclusive(verf))
+        .unwrap();
+    let again = fs
+        .create(&root(), &r, b"x", &CreateHow::Exclusive(verf))
+        .unwrap();
+    assert_eq!(first.handle, again.handle);
+    let other = fs.create(&root(), &r, b"x", &CreateHow::Exclusive(*b"zzzzzzzz"));
+    assert_eq!(other.unwrap_err().0, FsError::Exist);
+    // Once the client set the real attributes, a late retransmission is refused.
+    let set = SetAttr {
+        mode: Some(0o640),
+        atime: SetTime::ServerTime,
+        mtime: SetTime::ServerTime,
+        ..SetAttr::default()
+    };
+    fs.setattr(&root(), &first.handle, &set, None).unwrap();
+    let late = fs.create(&root(), &r, b"x", &CreateHow::Exclusive(verf));
+    assert_eq!(late.unwrap_err().0, FsError::Exist);
+    // A non-empty file with the verifier's times is not ours either.
+    let y = fs
+        .create(&root(), &r, b"y", &CreateHow::Exclusive(verf))
+        .unwrap();
+    write(&fs, &y.handle, 0, b"data");
+    let set_back = SetAttr {
+        atime: SetTime::ClientTime(y.attr.atime),
+        mtime: SetTime::ClientTime(y.attr.mtime),
+        ..SetAttr::default()
+    };
+    fs.setattr(&root(), &y.handle, &set_back, None).unwrap();
+    let retry = fs.create(&root(), &r, b"y", &CreateHow::Exclusive(verf));
+    assert_eq!(retry.unwrap_err().0, FsError::Exist);
+}
+
+/// The process umask (often 022) must not cut the modes clients ask for.
+#[test]
+fn modes_are_exact_despite_umask() {
+    let dir = temp_dir();
+    let fs = open(dir.path());
+    let r = fs.root();
+    let f = fs.create(&root(), &r, b"f", &guarded(0o666)).unwrap();
+    assert_eq!(f.attr.mode, 0o666);
+    let set = SetAttr {
+        mode: Some(0o777),
+        ..SetAttr::default()
+    };
+    let d = fs.mkdir(&root(), &r, b"d", &set).unwrap();
+    assert_eq!(d.attr.mode, 0o777);
+    let meta = std::fs::metadata(dir.path().join("d")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o777);
+}
+
+/// As the server runs it: the thread's fsuid is the caller's. Handles still
+/// resolve (the backend asks for root only for that), and the kernel checks
+/// every access.
+#[test]
+fn switched_identity_uses_kernel_permissions() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = temp_dir();
+    std::fs::write(dir.path().join("secret"), b"s").unwrap();
+    std::fs::set_permissions(
+        dir.path().join("secret"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("private")).unwrap();
+    std::fs::set_permissions(
+        dir.path().join("private"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    let fs = open(dir.path());
+    assert!(fs.privileged());
+    let r = fs.root();
+    let secret = lookup(&fs, &r, b"secret").unwrap();
+    let private = lookup(&fs, &r, b"private").unwrap();
+    let user = Cred {
+        uid: 4242,
+        gid: 4242,
+        groups: vec![],
+    };
+    let shared = lookup(&fs, &r, b"secret").unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            identity::switch_to(&user).unwrap();
+            // Resolution works, access does not.
+            assert_eq!(fs.getattr(&user, &secret).unwrap().mode, 0o600);
+            let mut out = Vec::new();
+            assert_eq!(
+                fs.read(&user, &secret, 0, 1, &mut out).unwrap_err(),
+                FsError::Access
+            );
+            let l = fs.readdir(&user, &private, 0, [0; 8], false, &mut |_| true);
+            assert_eq!(l.unwrap_err().0, FsError::Access);
+            let c = fs.create(&user, &r, b"mine", &guarded(0o644));
+            assert_eq!(c.unwrap_err().0, FsError::Access);
+            let c = fs.create(&user, &private, b"mine", &guarded(0o644));
+            assert_eq!(c.unwrap_err().0, FsError::Access);
+        });
+    });
+    // Root caches a descriptor for the secret; the user still may not read it.
+    assert_eq!(read(&fs, &shared, 1).unwrap(), b"s");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            identity::switch_to(&user).unwrap();
+            let mut out = Vec::new();
+            assert_eq!(
+                fs.read(&user, &secret, 0, 1, &mut out).unwrap_err(),
+                FsError::Access
+            );
+            // A file the user creates read-only stays writable by its creator
+            // while its descriptor is cached (git objects, cp -p).
+            let mine = fs.create(&user, &r, b"mine", &guarded(0o444)).unwrap();
+            assert_eq!(mine.attr.uid, 4242);
+            assert_eq!(mine.attr.mode, 0o444);
+            let w = fs
+                .write(&user, &mine.handle, 0, b"object", Stability::FileSync)
+                .unwrap();
+            assert_eq!(w.count, 6);
+            let linked = fs.link(&user, &mine.handle, &r, b"mine2");
+            assert_eq!(linked.unwrap().0.unwrap().nlink, 2);
+            // Without CAP_DAC_READ_SEARCH, LINK goes through /proc: a symlink
+            // is linked itself, not its target.
+            let sl = fs.symlink(&user, &r, b"sl", b"/etc/passwd", &SetAttr::default());
+            let sl = sl.unwrap().handle;
+            let (attr, _) = fs.link(&user, &sl, &r, b"sl2").unwrap();
+            assert_eq!(attr.unwrap().ftype, FileType::Symlink);
+            assert_eq!(attr.unwrap().nlink, 2);
+        });
+    });
+    assert_eq!(std::fs::read(dir.path().join("mine2")).unwrap(), b"object");
+}
+
+/// Without CAP_DAC_READ_SEARCH (here: opened by a thread whose fsuid is not
+/// 0), handles resolve through the bounded cache filled by lookups.
+#[test]
+fn unprivileged_handles_come_from_the_cache() {
+    if !is_root() {
+        eprintln!("skipped: needs root to play an ordinary user");
+        return;
+    }
+    let dir = temp_dir();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    std::fs::write(dir.path().join("d/f"), b"content").unwrap();
+    let privileged = open(dir.path());
+    let d_handle = lookup(&privileged, &privileged.root(), b"d").unwrap();
+    let user = Cred {
+        uid: 4242,
+        gid: 4242,
+        groups: vec![],
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            identity::switch_to(&user).unwrap();
+            let fs = open(dir.path());
+            assert!(!fs.privileged());
+            assert_eq!(fs.root(), privileged.root(), "same handle format");
+            // Never looked up through this instance: unknown.
+            assert_eq!(fs.getattr(&user, &d_handle), Err(FsError::Stale));
+            let d = fs.lookup(&user, &fs.root(), b"d").unwrap().0;
+            assert_eq!(d, d_handle);
+            let f = fs.lookup(&user, &d, b"f").unwrap().0;
+            let mut out = Vec::new();
+            fs.read(&user, &f, 0, 100, &mut out).unwrap();
+            assert_eq!(out, b"content");
+            assert_eq!(fs.lookup(&user, &d, b"..").unwrap().0, fs.root());
+            // READDIRPLUS fills the cache too.
+            let mut handles = Vec::new();
+            fs.readdir(&user, &fs.root(), 0, [0; 8], true, &mut |e| {
+                handles.extend(e.plus.map(|p| p.0));
+                true
+            })
+            .unwrap();
+            assert!(handles.contains(&d));
+            // Removing one link keeps the other's handle known.
+            fs.link(&user, &f, &d, b"g").unwrap_err();
+            identity::switch_to(&Cred::root()).unwrap();
+            fs.link(&root(), &f, &d, b"g").unwrap();
+            fs.remove(&root(), &d, b"g").unwrap();
+            assert_eq!(fs.getattr(&root(), &f).unwrap().nlink, 1);
+            fs.remove(&root(), &d, b"f").unwrap();
+            assert_eq!(fs.getattr(&root(), &f), Err(FsError::Stale));
+        });
+    });
+}
+
+/// Many threads writing through a tiny descriptor cache: evictions under
+/// concurrency lose no data.
+#[test]
+fn concurrent_writes_through_a_small_cache() {
+    let dir = temp_dir();
+    let options = LocalOptions {
+        open_files: 4,
+        ..LocalOptions::default()
+    };
+    let fs = LocalFs::open(dir.path(), options).unwrap();
+    let r = fs.root();
+    let files: Vec<_> = (0..16)
+        .map(|i| create(&fs, &r, format!("f{i}").as_bytes()))
+        .collect();
+    std::thread::scope(|s| {
+        for t in 0..8u8 {
+            let (fs, files) = (&fs, &files);
+            s.spawn(move || {
+                for round in 0..50u64 {
+                    for (i, f) in files.iter().enumerate() {
+                        let byte = [t.wrapping_mul(31).wrapping_add(i as u8)];
+                        let offset = u64::from(t) * 64 + round;
+                        let ok = fs
+                            .write(&root(), f, offset, &byte, Stability::Unstable)
+                            .unwrap();
+                        assert_eq!(ok.count, 1);
+                    }
+                }
+            });
+        }
+    });
+    for (i, f) in files.iter().enumerate() {
+        fs.commit(&root(), f, 0, 0).unwrap();
+        let data = std::fs::read(dir.path().join(format!("f{i}"))).unwrap();
+        for t in 0..8u8 {
+            let start = usize::from(t) * 64;
+            let want = t.wrapping_mul(31).wrapping_add(i as u8);
+            assert!(
+                data[start..start + 50].iter().all(|&b| b == want),
+                "file {i} thread {t}"
+            );
+        }
+    }
+}
+
+#[test]
+fn open_errors_name_the_path() {
+    let missing = Path::new("/nonexistent/rnfs-export");
+    let e = LocalFs::open(missing, LocalOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("/nonexistent/rnfs-export"), "{e}");
+    let dir = temp_dir();
+    let file = dir.path().join("plain");
+    std::fs::write(&file, b"").unwrap();
+    let e = LocalFs::open(&file, LocalOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("plain"), "{e}");
+}
+
+#[test]
+fn fsid_override_and_info() {
+    let dir = temp_dir();
+    let options = LocalOptions {
+        fsid: Some(77),
+        ..LocalOptions::default()
+    };
+    let fs = LocalFs::open(dir.path(), options).unwrap();
+    assert_eq!(fs.getattr(&root(), &fs.root()).unwrap().fsid, 77);
+    let info = fs.info();
+    assert_eq!(info.max_name, 255);
+    assert!(info.max_link >= 1);
+    assert_eq!(info.time_delta, Time { secs: 0, nsecs: 1 });
+}
