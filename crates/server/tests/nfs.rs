@@ -772,3 +772,57 @@ fn a_retransmitted_remove_gets_the_cached_reply() {
     // A new request (new xid) runs.
     assert_eq!(remove(&mut c, 77_001), Nfsstat3::Noent);
 }
+
+#[test]
+fn calls_run_with_the_callers_identity_when_root() {
+    if !rnfs_vfs::identity::can_switch() {
+        eprintln!("skipped: not root");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let (f, path) = local_fixture(Access::Rw);
+    let secret = std::path::Path::new(&path).join("secret");
+    std::fs::write(&secret, b"root only").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = f.connect();
+    let root = c.mount(&path).unwrap();
+    let LookupRes::Ok(s) = lookup(&mut c, &root, b"secret") else {
+        panic!()
+    };
+    c.set_identity(1000, 1000);
+    let raw = c
+        .nfs_raw(
+            NfsProc3::Read,
+            &ReadArgs {
+                file: s.object.as_fh3(),
+                offset: 0,
+                count: 100,
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        ReadRes::decode(&mut Reader::new(&raw)).unwrap().status(),
+        Nfsstat3::Acces
+    );
+    // A file created by uid 1000 in a directory it may write belongs to it.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let fh = create(&mut c, &root, b"mine");
+    let attr: GetattrRes = c
+        .nfs(
+            NfsProc3::Getattr,
+            &GetattrArgs {
+                object: fh.as_fh3(),
+            },
+        )
+        .unwrap();
+    let GetattrRes::Ok(attr) = attr else { panic!() };
+    assert_eq!(
+        (attr.obj_attributes.uid, attr.obj_attributes.gid),
+        (1000, 1000)
+    );
+    // Root (no_root_squash here) still reads the secret on the same threads.
+    c.set_identity(0, 0);
+    let (data, _) = read(&mut c, &s.object, 0, 100);
+    assert_eq!(data, b"root only");
+}

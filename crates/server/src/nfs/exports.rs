@@ -624,4 +624,48 @@ mod tests {
         o.squash = Squash::All;
         assert_eq!(o.credentials(Some((1000, 100, &[]))).uid, ANON_ID);
     }
+
+    #[test]
+    fn reload_keeps_unchanged_backends_and_replaces_options() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let opened = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&opened);
+        let opener: Box<BackendOpener> = Box::new(move |_c: &ExportConfig| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(Arc::new(rnfs_vfs::memory::MemoryFs::new(1)) as Arc<dyn Filesystem>)
+        });
+        let mut a = ExportConfig::new("/a");
+        a.backend = BackendKind::Memory;
+        let mut b = ExportConfig::new("/b");
+        b.backend = BackendKind::Memory;
+        let exports = Exports::new(&[a.clone(), b.clone()], opener).unwrap();
+        assert_eq!(opened.load(Ordering::SeqCst), 2);
+        let fs_a = Arc::clone(&exports.load().by_mount_path("/a").unwrap().fs);
+
+        // /a changes options only; /b goes away; /c is new.
+        a.access = Access::Rw;
+        let mut c = ExportConfig::new("/c");
+        c.backend = BackendKind::Memory;
+        exports.reload(&[a.clone(), c]).unwrap();
+        let table = exports.load();
+        let new_a = table.by_mount_path("/a").unwrap();
+        assert!(Arc::ptr_eq(&fs_a, &new_a.fs), "same backend object");
+        assert!(!new_a.read_only());
+        assert!(table.by_mount_path("/b").is_none());
+        assert!(table.by_mount_path("/c").is_some());
+        assert_eq!(opened.load(Ordering::SeqCst), 3, "only /c was opened");
+
+        // A bad reload keeps the old table.
+        let mut bad = ExportConfig::new("/bad");
+        bad.clients = vec!["not-a-net".into()];
+        assert!(exports.reload(&[bad]).is_err());
+        assert!(exports.load().by_mount_path("/a").is_some());
+        // Duplicate ids are refused.
+        let mut dup = ExportConfig::new("/d");
+        dup.id = Some(a.export_id());
+        assert!(matches!(
+            exports.reload(&[a, dup]),
+            Err(ConfigError::Duplicate { .. })
+        ));
+    }
 }
