@@ -48,6 +48,7 @@ mod error;
 pub mod identity;
 pub mod local;
 pub mod memory;
+pub mod names;
 mod types;
 
 pub use error::{FsError, FsResult};

@@ -117,6 +117,7 @@ use rustix::io::Errno;
 use rustix::path::DecInt;
 
 use self::cache::ClockCache;
+use crate::names::NAME_MAX;
 use crate::{identity, Attr, BackendHandle, Cred, FileType, FsError, FsInfo, FsResult, Time};
 
 /// Options for [`LocalFs::open`].
@@ -286,29 +287,6 @@ impl Node {
 /// The one place a system error becomes an [`FsError`].
 fn errno(e: Errno) -> FsError {
     FsError::from_errno(e.raw_os_error())
-}
-
-/// Longest name component.
-const NAME_MAX: usize = 255;
-
-/// A name to look up: `.` and `..` allowed.
-fn check_lookup_name(name: &[u8]) -> FsResult<()> {
-    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
-        return Err(FsError::Inval);
-    }
-    if name.len() > NAME_MAX {
-        return Err(FsError::NameTooLong);
-    }
-    Ok(())
-}
-
-/// A name to create or remove: `.` and `..` refused with `dots`.
-fn check_name(name: &[u8], dots: FsError) -> FsResult<()> {
-    check_lookup_name(name)?;
-    if name == b"." || name == b".." {
-        return Err(dots);
-    }
-    Ok(())
 }
 
 fn time(secs: i64, nsecs: u64) -> Time {
@@ -847,19 +825,5 @@ mod tests {
             Err(FsError::Access)
         );
         assert_eq!(fs.may(&root, fd, &stat, libc::W_OK), Ok(()));
-    }
-
-    #[test]
-    fn names_are_checked_before_anything_else() {
-        assert_eq!(check_lookup_name(b".."), Ok(()));
-        assert_eq!(check_name(b"..", FsError::Exist), Err(FsError::Exist));
-        assert_eq!(check_name(b"a/b", FsError::Exist), Err(FsError::Inval));
-        assert_eq!(check_name(b"a\0", FsError::Exist), Err(FsError::Inval));
-        assert_eq!(check_name(b"", FsError::Exist), Err(FsError::Inval));
-        assert_eq!(check_name(&[b'a'; 255], FsError::Exist), Ok(()));
-        assert_eq!(
-            check_name(&[b'a'; 256], FsError::Exist),
-            Err(FsError::NameTooLong)
-        );
     }
 }

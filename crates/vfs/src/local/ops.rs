@@ -11,9 +11,8 @@ use rustix::fs::{
 use rustix::io::{Errno, ReadWriteFlags};
 use rustix::path::{Arg, DecInt};
 
-use super::{
-    check_lookup_name, check_name, errno, mode_bits, sys, LocalFs, Node, NodeFd, OpenFile,
-};
+use super::{errno, mode_bits, sys, LocalFs, Node, NodeFd, OpenFile};
+use crate::names::{check_lookup_name, check_name};
 use crate::{
     access, Attr, BackendHandle, CookieVerifier, CreateHow, Created, Cred, DirEntry, FileType,
     Filesystem, FsError, FsInfo, FsResult, FsStat, ReadOk, ReaddirEnd, SetAttr, SetTime,

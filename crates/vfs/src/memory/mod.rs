@@ -69,6 +69,7 @@ use self::file::FileData;
 use self::inode::{Body, Inode, Meta, State};
 use self::perm::{is_root, may_access_data, may_delete, permits, R, S_ISGID, W, X};
 use self::table::Table;
+use crate::names::{check_name, NAME_MAX};
 use crate::{
     access, Attr, BackendHandle, CookieVerifier, CreateHow, CreateVerifier, Created, Cred,
     DirEntry, FileType, Filesystem, FsError, FsInfo, FsResult, FsStat, ReadOk, ReaddirEnd, SetAttr,
@@ -77,8 +78,6 @@ use crate::{
 
 /// Inode number of the root.
 const ROOT_INO: u64 = 1;
-/// Longest name.
-const MAX_NAME: usize = 255;
 /// Longest symlink target (PATH_MAX).
 const MAX_SYMLINK: usize = 4096;
 /// Most links to one object.
@@ -793,7 +792,7 @@ impl Filesystem for MemoryFs {
         if !permits(cred, &g.meta, true, X) {
             return fail(FsError::Access);
         }
-        if name.len() > MAX_NAME {
+        if name.len() > NAME_MAX {
             return fail(FsError::NameTooLong);
         }
         match name {
@@ -1226,7 +1225,7 @@ impl Filesystem for MemoryFs {
             link: true,
             symlink: true,
             max_link: MAX_LINK,
-            max_name: MAX_NAME as u32,
+            max_name: NAME_MAX as u32,
             case_insensitive: false,
             case_preserving: true,
             chown_restricted: true,
@@ -1364,21 +1363,6 @@ impl Clock {
 /// The budget a directory entry named `name` costs.
 fn entry_cost(name: &[u8]) -> u64 {
     name.len() as u64 + ENTRY_COST
-}
-
-/// A name for a new or removed entry: `Inval` for `""` and names with `/` or
-/// NUL, `dots` for `.` and `..`, `NameTooLong` past 255 bytes.
-fn check_name(name: &[u8], dots: FsError) -> FsResult<()> {
-    if name.is_empty() || name.iter().any(|&b| b == b'/' || b == 0) {
-        return Err(FsError::Inval);
-    }
-    if name == b"." || name == b".." {
-        return Err(dots);
-    }
-    if name.len() > MAX_NAME {
-        return Err(FsError::NameTooLong);
-    }
-    Ok(())
 }
 
 /// A directory's entries changed at `now`.
