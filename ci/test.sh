@@ -21,5 +21,9 @@ cargo test --release --locked -p rnfs-sched --test stress
 step "loom models of the wake protocol"
 ci/loom.sh
 
+step "integration: the Linux kernel client (QEMU) and libnfs against rnfs"
+ci/deps.sh
+tests/integration/run-all.sh --server rnfs --quick
+
 step "docs build without warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet

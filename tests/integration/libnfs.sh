@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# libnfs.sh: test an NFSv3 server with libnfs (a userspace client nobody on
+# the team wrote): nfs-ls, nfs-cp round trips (host -> server -> host, by
+# sha256, up to a 20 MiB file), server-side copy, and our libnfs nfs-stat
+# (stat, statvfs, unlink; libnfs-utils 4.0 ships no stat tool).
+#
+#   libnfs.sh --server-port P [--mount-port M] --export PATH
+#             [--export-dir HOSTDIR] [--nfs-stat BIN] [--big-mib N]
+#
+# --export-dir: the host directory behind the export; when given, files the
+# server wrote are also compared there. --nfs-stat: prebuilt nfs-stat (else it
+# is compiled from tools/nfs-stat.c into a temp dir). Prints one line per
+# check, ends with "N passed, N failed", exits 1 if any check failed.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+port="" mport="" export_path="" export_dir="" nfs_stat="" big_mib=20
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --server-port) port=$2; shift 2 ;;
+    --mount-port) mport=$2; shift 2 ;;
+    --export) export_path=$2; shift 2 ;;
+    --export-dir) export_dir=$2; shift 2 ;;
+    --nfs-stat) nfs_stat=$2; shift 2 ;;
+    --big-mib) big_mib=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "libnfs.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ -n "$port" ] && [ -n "$export_path" ] || { echo "libnfs.sh: --server-port and --export are required" >&2; exit 2; }
+mport=${mport:-$port}
+for t in nfs-ls nfs-cp; do
+  command -v $t >/dev/null || { echo "libnfs.sh: $t missing (apt-get install libnfs-utils, or ci/deps.sh)" >&2; exit 2; }
+done
+
+work=$(mktemp -d /tmp/rnfs-libnfs.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+if [ -z "$nfs_stat" ]; then
+  nfs_stat=$work/nfs-stat
+  gcc -O2 -Wall -o "$nfs_stat" "$here/tools/nfs-stat.c" -lnfs \
+    || { echo "libnfs.sh: cannot build nfs-stat (libnfs-dev missing?)" >&2; exit 2; }
+fi
+
+args="nfsport=$port&mountport=$mport&version=3"
+base="nfs://127.0.0.1${export_path%/}"
+url() { echo "$base/$1?$args"; }          # a file in the export root
+root_url="$base?$args"
+tag="libnfs-$$"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1${2:+: $2}"; }
+eq() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "got '$2', want '$3'"; fi; }
+sha() { sha256sum < "$1" | cut -d' ' -f1; }
+field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
+
+echo "libnfs: libnfs $(dpkg-query -W -f '${Version}' libnfs13 2>/dev/null || echo '?'), server $root_url"
+if out=$(nfs-ls "$root_url" 2>&1); then ok "nfs-ls of the export root"; else bad "nfs-ls of the export root" "$out"; fi
+
+# Local files: empty, text, odd size, 1 MiB, big.
+printf '' > "$work/empty"
+printf 'hello libnfs\n' > "$work/text"
+head -c 1234567 /dev/urandom > "$work/odd"
+head -c 1048576 /dev/urandom > "$work/onemib"
+head -c $((big_mib * 1048576)) /dev/urandom > "$work/big"
+names="empty text odd onemib big"
+
+for n in $names; do
+  size=$(stat -c %s "$work/$n")
+  t0=$(date +%s.%N)
+  if out=$(nfs-cp "$work/$n" "$(url "$tag-$n")" 2>&1); then ok "nfs-cp host -> server: $n ($size bytes)"; else bad "nfs-cp host -> server: $n" "$out"; continue; fi
+  t1=$(date +%s.%N)
+  st=$("$nfs_stat" "$(url "$tag-$n")" 2>&1)
+  eq "nfs-stat size of $n" "$(echo "$st" | field size)" "$size"
+  eq "nfs-stat type of $n" "$(echo "$st" | field type)" "regular"
+  rm -f "$work/$n.back"
+  if out=$(nfs-cp "$(url "$tag-$n")" "$work/$n.back" 2>&1); then ok "nfs-cp server -> host: $n"; else bad "nfs-cp server -> host: $n" "$out"; continue; fi
+  t2=$(date +%s.%N)
+  eq "round trip sha256 of $n" "$(sha "$work/$n.back")" "$(sha "$work/$n")"
+  if [ -n "$export_dir" ]; then
+    eq "server wrote $n byte-exact to its export dir" "$(sha "$export_dir/$tag-$n")" "$(sha "$work/$n")"
+  fi
+  if [ "$n" = big ]; then
+    echo "libnfs: $big_mib MiB: write $(echo "$t0 $t1" | awk '{printf "%.2f", $2 - $1}')s, read $(echo "$t1 $t2" | awk '{printf "%.2f", $2 - $1}')s"
+  fi
+done
+
+# Server-side copy (libnfs reads and writes through the server).
+if out=$(nfs-cp "$(url "$tag-odd")" "$(url "$tag-odd2")" 2>&1); then ok "nfs-cp server -> server"; else bad "nfs-cp server -> server" "$out"; fi
+nfs-cp "$(url "$tag-odd2")" "$work/odd2.back" >/dev/null 2>&1
+eq "server -> server copy sha256" "$(sha "$work/odd2.back" 2>/dev/null)" "$(sha "$work/odd")"
+
+# nfs-ls shows every file with its size ("MODE NLINK UID GID SIZE NAME").
+listing=$(nfs-ls "$root_url" 2>&1)
+for n in $names; do
+  eq "nfs-ls lists $n with its size" "$(echo "$listing" | awk -v f="$tag-$n" '$NF == f { print $5 }')" "$(stat -c %s "$work/$n")"
+done
+eq "nfs-ls -s summary" "$(nfs-ls -s "$root_url" 2>&1 | grep -c 'bytes free')" "1"
+
+# statvfs (FSSTAT) and errors.
+sv=$("$nfs_stat" -f "$(url "$tag-text")" 2>&1)
+blocks=$(echo "$sv" | field blocks) bfree=$(echo "$sv" | field bfree)
+if [ "${blocks:-0}" -gt 0 ] && [ "$bfree" -le "$blocks" ]; then ok "nfs-stat -f (FSSTAT): $sv"; else bad "nfs-stat -f (FSSTAT)" "$sv"; fi
+if "$nfs_stat" "$(url "$tag-missing")" >/dev/null 2>&1; then bad "stat of a missing file fails"; else ok "stat of a missing file fails"; fi
+if nfs-cp "$(url "$tag-missing")" "$work/missing" >/dev/null 2>&1; then bad "nfs-cp of a missing file fails"; else ok "nfs-cp of a missing file fails"; fi
+
+# Cleanup through libnfs (REMOVE), then the names must be gone.
+for n in $names odd2; do
+  "$nfs_stat" -u "$(url "$tag-$n")" >/dev/null 2>&1 || bad "unlink $tag-$n"
+done
+left=$(nfs-ls "$root_url" 2>&1 | grep -c "$tag" || true)
+eq "all test files removed" "$left" "0"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
