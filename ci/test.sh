@@ -24,6 +24,7 @@ ci/loom.sh
 step "integration: the Linux kernel client (QEMU) and libnfs against rnfs"
 ci/deps.sh
 tests/integration/run-all.sh --server rnfs --quick
+tests/integration/plainmount.sh
 
 step "docs build without warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet

@@ -214,6 +214,8 @@ fn run_nfs(a: NfsArgs) -> anyhow::Result<()> {
         repeat: a.repeat as usize,
         threads: a.threads as usize,
     };
+    // As `rnfs serve` does: the open-file cache is sized from this limit.
+    crate::raise_fd_limit();
     let rows = rnfs_bench::nfs::run(&params)?;
     println!("{}", rnfs_bench::nfs::table(&rows));
     if let Some(path) = a.json {

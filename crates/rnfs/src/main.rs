@@ -104,3 +104,18 @@ fn init_logging(level: Option<&str>) {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
+
+/// Raises the soft limit on open files to the hard limit, as servers do: every
+/// connection and every cached open file is a descriptor, and the usual soft
+/// limit of 1024 would cap connections far below `--max-connections`.
+pub(crate) fn raise_fd_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => tracing::debug!("open file limit raised from {soft} to {hard}"),
+            Err(e) => tracing::warn!("cannot raise the open file limit from {soft}: {e}"),
+        },
+        Ok((soft, _)) => tracing::debug!("open file limit {soft}"),
+        Err(e) => tracing::warn!("cannot read the open file limit: {e}"),
+    }
+}

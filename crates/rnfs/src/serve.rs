@@ -340,21 +340,6 @@ impl ServeArgs {
     }
 }
 
-/// Raises the soft limit on open files to the hard limit, as servers do: every
-/// connection and every cached open file is a descriptor, and the usual soft
-/// limit of 1024 would cap connections far below `--max-connections`.
-fn raise_fd_limit() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
-            Ok(()) => tracing::debug!("open file limit raised from {soft} to {hard}"),
-            Err(e) => tracing::warn!("cannot raise the open file limit from {soft}: {e}"),
-        },
-        Ok((soft, _)) => tracing::debug!("open file limit {soft}"),
-        Err(e) => tracing::warn!("cannot read the open file limit: {e}"),
-    }
-}
-
 /// The default directory for the handle key.
 fn default_state_dir() -> PathBuf {
     if nix::unistd::geteuid().is_root() {
@@ -373,7 +358,7 @@ fn default_state_dir() -> PathBuf {
 /// configuration file.
 pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     let mut config = args.server_config()?;
-    raise_fd_limit();
+    crate::raise_fd_limit();
     let (export_configs, file_state_dir) = args.exports()?;
     let state_dir = args
         .state_dir

@@ -128,11 +128,15 @@ pub struct LocalOptions {
     pub read_only: bool,
     /// The `fsid` to report instead of the export's `st_dev`.
     pub fsid: Option<u64>,
-    /// How many open file descriptors to cache for READ/WRITE/COMMIT (at most a
-    /// quarter of `RLIMIT_NOFILE` is used).
+    /// How many open file descriptors to cache for READ/WRITE/COMMIT: at most
+    /// half of `RLIMIT_NOFILE` when handles resolve through the kernel, a
+    /// quarter otherwise (the handle cache takes another quarter), so
+    /// connections keep the rest. A miss costs an `open_by_handle_at` and a
+    /// reopen, so the default is large: the cost per call should not depend on
+    /// how many files clients have in use.
     pub open_files: usize,
     /// Unprivileged mode only: how many handles to remember (one `O_PATH`
-    /// descriptor each; at most half of `RLIMIT_NOFILE` is used).
+    /// descriptor each; at most a quarter of `RLIMIT_NOFILE` is used).
     pub handle_cache: usize,
 }
 
@@ -141,7 +145,7 @@ impl Default for LocalOptions {
         Self {
             read_only: false,
             fsid: None,
-            open_files: 1024,
+            open_files: 16_384,
             handle_cache: 65_536,
         }
     }
@@ -391,7 +395,7 @@ impl LocalFs {
         let resolver = if privileged {
             Resolver::Kernel
         } else {
-            Resolver::Cached(ClockCache::new(options.handle_cache.min(fd_limit / 2)))
+            Resolver::Cached(ClockCache::new(options.handle_cache.min(fd_limit / 4)))
         };
         let info = FsInfo {
             max_file_size: i64::MAX as u64,
@@ -416,7 +420,11 @@ impl LocalFs {
             fsid: options.fsid.unwrap_or(root_dev),
             read_only: options.read_only || statvfs.f_flag.contains(rfs::StatVfsMountFlags::RDONLY),
             resolver,
-            open_files: ClockCache::new(options.open_files.min(fd_limit / 4)),
+            open_files: ClockCache::new(options.open_files.min(if privileged {
+                fd_limit / 2
+            } else {
+                fd_limit / 4
+            })),
             proc_fd,
             root: Arc::new(root),
             has_openat2,
