@@ -116,42 +116,36 @@ pub fn switch_to(cred: &Cred) -> Result<(), IdentityError> {
 }
 
 /// Runs `f` with fsuid and fsgid 0 (the file-system capabilities back), then
-/// restores the thread's identity. A thread that was never switched runs `f`
-/// directly.
+/// restores the thread's previous fsuid and fsgid, even if `f` panics. It reads
+/// the thread's real ids rather than trusting the cached identity, so a thread
+/// that inherited a switched identity from its creator is handled too.
 pub fn as_fs_root<T>(f: impl FnOnce() -> T) -> T {
-    let switched = CURRENT.with(|c| {
-        c.borrow()
-            .as_ref()
-            .is_some_and(|c| c.uid != 0 || c.gid != 0)
-    });
-    if !switched {
+    // SAFETY: setfsuid/setfsgid with the invalid id -1 change nothing and return
+    // the current value.
+    let (uid, gid) = unsafe { (libc::setfsuid(u32::MAX), libc::setfsgid(u32::MAX)) };
+    if uid == 0 && gid == 0 {
         return f();
     }
-    /// Restores the thread's identity even if `f` panics: a thread left with
-    /// fsuid 0 under a cached user identity would run later calls as root.
-    struct Restore;
+    /// Puts the previous ids back: a thread left with fsuid 0 would run later
+    /// calls of a cached user identity as root.
+    struct Restore(libc::uid_t, libc::gid_t);
     impl Drop for Restore {
         fn drop(&mut self) {
-            CURRENT.with(|c| {
-                if let Some(cred) = c.borrow().as_ref() {
-                    // SAFETY: setfsuid/setfsgid change only this thread's credentials.
-                    unsafe {
-                        libc::setfsgid(cred.gid);
-                        libc::setfsuid(cred.uid);
-                    }
-                }
-            });
+            // SAFETY: only this thread's credentials change.
+            unsafe {
+                libc::setfsgid(self.1);
+                libc::setfsuid(self.0);
+            }
         }
     }
-    // Four raw calls, no read-back: the caller's ids were applied and verified by
-    // `switch_to`, and raising fsuid to 0 cannot fail for a process whose
-    // effective uid is 0 (the only kind that switches).
-    // SAFETY: as in `Restore::drop`.
+    let _restore = Restore(uid as libc::uid_t, gid as libc::gid_t);
+    // Raising fsuid to 0 cannot fail for a process whose effective uid is 0
+    // (the only kind that switches identities).
+    // SAFETY: only this thread's credentials change.
     unsafe {
         libc::setfsgid(0);
         libc::setfsuid(0);
     }
-    let _restore = Restore;
     f()
 }
 
