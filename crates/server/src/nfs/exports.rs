@@ -394,9 +394,7 @@ impl ExportTable {
 
     /// The export mounted as `path` (trailing slashes ignored).
     pub fn by_mount_path(&self, path: &str) -> Option<&Arc<Export>> {
-        let trimmed = path.trim_end_matches('/');
-        self.by_path
-            .get(if trimmed.is_empty() { "/" } else { trimmed })
+        self.by_path.get(normalize_mount_path(path))
     }
 
     /// Every export, in configuration order.
@@ -412,6 +410,15 @@ impl ExportTable {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.ordered.is_empty()
+    }
+}
+
+/// A mount path as the table keys it: without trailing slashes, `/` for the
+/// root. Clients send `/srv/data/` and `/srv/data` alike.
+pub fn normalize_mount_path(path: &str) -> &str {
+    match path.trim_end_matches('/') {
+        "" if path.starts_with('/') => "/",
+        trimmed => trimmed,
     }
 }
 
@@ -470,12 +477,7 @@ fn build(
     }
     let mut table = ExportTable::default();
     for c in configs {
-        let mount_path = c.mount_path().trim_end_matches('/').to_owned();
-        let mount_path = if mount_path.is_empty() {
-            "/".to_owned()
-        } else {
-            mount_path
-        };
+        let mount_path = normalize_mount_path(&c.mount_path()).to_owned();
         if !mount_path.starts_with('/') {
             return Err(ConfigError::RelativeMountPath(mount_path));
         }

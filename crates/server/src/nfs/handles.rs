@@ -21,6 +21,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use rnfs_nfs3::FileHandle;
 use rnfs_vfs::BackendHandle;
 use siphasher::sip128::{Hasher128, SipHasher24};
 
@@ -34,30 +35,6 @@ const MAC_LEN: usize = 16;
 const MIN_LEN: usize = PREFIX + MAC_LEN;
 /// Largest handle this server produces (61 bytes).
 pub const MAX_LEN: usize = PREFIX + BackendHandle::MAX_LEN + MAC_LEN;
-
-/// A handle as it goes on the wire, at most 64 bytes.
-#[derive(Clone, Copy)]
-pub struct WireHandle {
-    len: u8,
-    bytes: [u8; MAX_LEN],
-}
-
-impl WireHandle {
-    /// The handle's bytes, as sent to clients.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
-    }
-}
-
-impl std::fmt::Debug for WireHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WireHandle(")?;
-        for b in self.as_bytes() {
-            write!(f, "{b:02x}")?;
-        }
-        f.write_str(")")
-    }
-}
 
 /// Why a client's handle was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -148,21 +125,17 @@ impl HandleKey {
     }
 
     /// The wire handle for `backend` in export `export_id`.
-    pub fn seal(&self, export_id: u32, backend: &BackendHandle) -> WireHandle {
+    pub fn seal(&self, export_id: u32, backend: &BackendHandle) -> FileHandle {
         let b = backend.as_bytes();
-        let mut out = WireHandle {
-            len: 0,
-            bytes: [0; MAX_LEN],
-        };
-        out.bytes[0] = VERSION;
-        out.bytes[1..PREFIX].copy_from_slice(&export_id.to_be_bytes());
+        let mut buf = [0; MAX_LEN];
+        buf[0] = VERSION;
+        buf[1..PREFIX].copy_from_slice(&export_id.to_be_bytes());
         let body = PREFIX + b.len();
-        out.bytes[PREFIX..body].copy_from_slice(b);
-        let mac = self.mac(&out.bytes[..body]);
-        out.bytes[body..body + MAC_LEN].copy_from_slice(&mac);
-        // body + MAC_LEN <= MAX_LEN = 61.
-        out.len = (body + MAC_LEN) as u8;
-        out
+        buf[PREFIX..body].copy_from_slice(b);
+        let mac = self.mac(&buf[..body]);
+        buf[body..body + MAC_LEN].copy_from_slice(&mac);
+        // At most MAX_LEN = 61 bytes, within NFSv3's 64: `new` cannot fail.
+        FileHandle::new(&buf[..body + MAC_LEN]).unwrap_or_default()
     }
 
     /// Checks a client's handle and splits it into export id and backend handle.

@@ -13,13 +13,13 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use rnfs_nfs3::{
-    DumpRes, ExportNode, ExportRes, FileHandle, MntArgs, MountBody, MountProc3, Mountres3,
-    Mountres3Ok, Mountstat3, UmntArgs,
+    DumpRes, ExportNode, ExportRes, MntArgs, MountBody, MountProc3, Mountres3, Mountres3Ok,
+    Mountstat3, UmntArgs,
 };
 use rnfs_rpc::{CallContext, Service, ServiceError};
 use rnfs_xdr::{Decode, Encode, Reader, Writer};
 
-use super::exports::Exports;
+use super::exports::{normalize_mount_path, Exports};
 use super::handles::HandleKey;
 
 /// AUTH_SYS, the only flavor offered at mount time.
@@ -69,10 +69,7 @@ impl MountService {
             tracing::warn!(peer = ?ctx.peer, "MNT {path} refused: {refusal}");
             return Mountres3::Fail(Mountstat3::Acces);
         }
-        let wire = self.key.seal(export.id, &export.fs.root());
-        let Ok(fhandle) = FileHandle::new(wire.as_bytes()) else {
-            return Mountres3::Fail(Mountstat3::Serverfault);
-        };
+        let fhandle = self.key.seal(export.id, &export.fs.root());
         let mut mounts = self.mounts();
         if mounts.len() < MAX_MOUNT_LIST {
             mounts.insert((Self::host(ctx), export.mount_path.clone()));
@@ -125,8 +122,8 @@ impl Service for MountService {
             MountProc3::Umnt => {
                 let a = UmntArgs::decode(args)?;
                 let path = String::from_utf8_lossy(a.dirpath);
-                let path = path.trim_end_matches('/');
-                self.mounts().remove(&(Self::host(ctx), path.to_owned()));
+                let path = normalize_mount_path(&path).to_owned();
+                self.mounts().remove(&(Self::host(ctx), path));
             }
             MountProc3::Umntall => {
                 let host = Self::host(ctx);

@@ -120,12 +120,6 @@ impl NfsService {
         Ok(o)
     }
 
-    fn seal(&self, export: &Export, fh: &BackendHandle) -> FileHandle {
-        let wire = self.key.seal(export.id, fh);
-        // A sealed handle is at most 61 bytes, below the 64-byte limit.
-        FileHandle::new(wire.as_bytes()).unwrap_or_default()
-    }
-
     /// Opens the directory of a `diropargs3` for a modifying call and checks the
     /// name's length.
     fn open_dir_rw(&self, ctx: &CallContext<'_>, d: &DirOpArgs3<'_>) -> Result<Opened, Nfsstat3> {
@@ -333,7 +327,7 @@ impl NfsService {
         }
         match o.export.fs.lookup(&o.cred, &o.fh, a.what.name) {
             Ok((fh, attr, dir)) => LookupRes::Ok(LookupResOk {
-                object: self.seal(&o.export, &fh),
+                object: self.key.seal(o.export.id, &fh),
                 obj_attributes: Some(fattr(&attr)),
                 dir_attributes: post_op(dir.as_ref()),
             }),
@@ -479,7 +473,7 @@ impl NfsService {
         };
         match op(&*o.export.fs, &o.cred, &o.fh, where_.name) {
             Ok(c) => CreateLike::Ok(CreateResOk {
-                obj: Some(self.seal(&o.export, &c.handle)),
+                obj: Some(self.key.seal(o.export.id, &c.handle)),
                 obj_attributes: Some(fattr(&c.attr)),
                 dir_wcc: wcc(&c.dir_wcc),
             }),
@@ -656,14 +650,14 @@ impl NfsService {
                 &verifier,
             )),
         };
-        let export = &o.export;
+        let export_id = o.export.id;
         let result = fs.readdir(
             &o.cred,
             &o.fh,
             cookie,
             verifier,
             plus,
-            &mut |e: DirEntry<'_>| enc.push(reply, self, export, &e),
+            &mut |e: DirEntry<'_>| enc.push(reply, &self.key, export_id, &e),
         );
         match result {
             Ok(end) => {
@@ -795,15 +789,15 @@ impl Encoder {
     fn push(
         &mut self,
         w: &mut Writer<'_>,
-        svc: &NfsService,
-        export: &Export,
+        key: &HandleKey,
+        export_id: u32,
         e: &DirEntry<'_>,
     ) -> bool {
         match self {
             Self::Plain(enc) => enc.push(w, e.fileid, e.name, e.cookie),
             Self::Plus(enc) => {
                 let (attr, fh) = match &e.plus {
-                    Some((fh, attr)) => (Some(fattr(attr)), Some(svc.seal(export, fh))),
+                    Some((fh, attr)) => (Some(fattr(attr)), Some(key.seal(export_id, fh))),
                     None => (None, None),
                 };
                 enc.push(w, e.fileid, e.name, e.cookie, attr.as_ref(), fh.as_ref())

@@ -20,7 +20,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rnfs_rpc::{decode_reply, encode_call, Auth, ReplyStatus, RpcError};
+use rnfs_rpc::{decode_reply, encode_call, Auth, RecordDecoder, ReplyStatus, RpcError};
 use rnfs_xdr::{DecodeError, Reader, Writer};
 use socket2::{Domain, Socket, Type};
 
@@ -223,6 +223,7 @@ struct RpcbindClient {
     /// [`RPCB_V4`] down to [`PMAP_V2`], lowered on PROG_MISMATCH.
     version: u32,
     buf: Vec<u8>,
+    decoder: RecordDecoder,
 }
 
 impl RpcbindClient {
@@ -257,6 +258,7 @@ impl RpcbindClient {
             xid,
             version: RPCB_V4,
             buf: Vec::new(),
+            decoder: RecordDecoder::new(MAX_REPLY),
         })
     }
 
@@ -324,7 +326,7 @@ impl RpcbindClient {
             &mut self.buf,
         );
         self.stream.write_all(&self.buf)?;
-        let record = read_record(&mut self.stream)?;
+        let record = read_record(&mut self.stream, &mut self.decoder)?;
         let reply = decode_reply(&record)?;
         if reply.header.xid != xid {
             return Err(PortmapError::XidMismatch {
@@ -343,23 +345,20 @@ impl RpcbindClient {
     }
 }
 
-/// Reads one record (any number of fragments) of at most [`MAX_REPLY`] bytes.
-fn read_record(s: &mut impl Read) -> Result<Vec<u8>, PortmapError> {
-    let mut record = Vec::new();
+/// Reads one record (any number of fragments) of at most [`MAX_REPLY`] bytes,
+/// deframed by the same [`RecordDecoder`] the server uses.
+fn read_record(s: &mut impl Read, decoder: &mut RecordDecoder) -> Result<Vec<u8>, PortmapError> {
     loop {
-        let mut mark = [0; 4];
-        s.read_exact(&mut mark)?;
-        let mark = u32::from_be_bytes(mark);
-        let len = (mark & 0x7FFF_FFFF) as usize;
-        if len > MAX_REPLY - record.len() {
-            return Err(PortmapError::ReplyTooLarge { max: MAX_REPLY });
+        match decoder.next_record() {
+            Ok(Some(record)) => return Ok(record),
+            Ok(None) => {}
+            Err(_) => return Err(PortmapError::ReplyTooLarge { max: MAX_REPLY }),
         }
-        let start = record.len();
-        record.resize(start + len, 0);
-        s.read_exact(&mut record[start..])?;
-        if mark & 0x8000_0000 != 0 {
-            return Ok(record);
+        let n = s.read(decoder.read_buf())?;
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
         }
+        decoder.advance(n);
     }
 }
 
@@ -400,16 +399,19 @@ mod tests {
         two.extend_from_slice(b"ab");
         two.extend_from_slice(&(0x8000_0000u32 | 1).to_be_bytes());
         two.extend_from_slice(b"c");
-        assert_eq!(read_record(&mut &two[..]).unwrap(), b"abc");
+        assert_eq!(
+            read_record(&mut &two[..], &mut RecordDecoder::new(MAX_REPLY)).unwrap(),
+            b"abc"
+        );
 
         let huge = (0x8000_0000u32 | (MAX_REPLY as u32 + 1)).to_be_bytes();
         assert!(matches!(
-            read_record(&mut &huge[..]),
+            read_record(&mut &huge[..], &mut RecordDecoder::new(MAX_REPLY)),
             Err(PortmapError::ReplyTooLarge { .. })
         ));
         let truncated = [0x80, 0, 0, 8, 1, 2];
         assert!(matches!(
-            read_record(&mut &truncated[..]),
+            read_record(&mut &truncated[..], &mut RecordDecoder::new(MAX_REPLY)),
             Err(PortmapError::Io(_))
         ));
     }
