@@ -1,12 +1,30 @@
-//! rnfs client library.
+//! rnfs client library: NFSv3 and MOUNT v3 over TCP.
 //!
-//! Today: [`SyncConnection`], a blocking, one-call-at-a-time ONC RPC connection
-//! over TCP with typed NFSv3 and MOUNT helpers. Tests and benchmarks use it to
-//! drive servers. The multiplexing client with write-behind builds on the same
-//! sans-IO crates.
+//! - [`RpcClient`]: a thread-safe transport; many calls share one connection.
+//! - [`NfsClient`]: one typed method per NFSv3 and MOUNT procedure.
+//! - [`Session`]: an export mounted from an `nfs://` [`NfsUrl`].
+//! - [`SyncConnection`]: a minimal one-call-at-a-time connection for tests
+//!   that need to control XIDs or send raw bytes.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod error;
+pub mod file;
+pub mod lockstat;
+pub mod nfs;
+pub mod readahead;
+pub mod session;
 mod sync;
+pub mod transport;
+pub mod url;
+pub mod writeback;
 
+pub use error::{nfsstat_errno, ClientError, NfsError};
+pub use nfs::{
+    Created, DirEntry, DirPage, DirPlusEntry, Export, NfsClient, PendingRead, PendingWrite,
+    ReadOutcome, WriteOutcome,
+};
+pub use session::Session;
 pub use sync::{CallError, SyncConnection};
+pub use transport::{ClientOptions, Credential, PendingCall, RpcClient};
+pub use url::{NfsUrl, UrlError};

@@ -12,6 +12,8 @@ use tracing_subscriber::EnvFilter;
 
 mod backends;
 mod bench;
+mod cli;
+mod mount;
 mod serve;
 
 const LONG_ABOUT: &str = "\
@@ -39,6 +41,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run benchmarks (e.g. `rnfs bench sched`: scheduler policies side by side).
     Bench(bench::BenchArgs),
+    /// Mount an NFS export on a local directory (FUSE).
+    Mount(mount::MountArgs),
+    #[command(flatten)]
+    Client(cli::ClientCommand),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +58,11 @@ fn main() -> ExitCode {
             init_logging(None);
             bench::run(args).map_err(Failure::from)
         }
+        Command::Mount(args) => {
+            init_logging(None);
+            mount::run(args).map_err(Failure::from)
+        }
+        Command::Client(cmd) => return cli::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

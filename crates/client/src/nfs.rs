@@ -1,0 +1,739 @@
+//! Typed NFSv3 and MOUNT v3 calls over an [`RpcClient`]: one method per
+//! procedure, owned results, the NFS status turned into [`NfsError`].
+
+use rnfs_nfs3::{
+    AccessArgs, AccessRes, CommitArgs, CommitRes, CookieVerf3, CreateArgs, CreateHow3, CreateRes,
+    DirOpArgs3, ExportRes, Fattr3, FileHandle, FsinfoArgs, FsinfoRes, FsinfoResOk, FsstatArgs,
+    FsstatRes, FsstatResOk, GetattrArgs, GetattrRes, LinkArgs, LinkRes, LookupArgs, LookupRes,
+    MkdirArgs, MkdirRes, MknodArgs, MknodRes, Mknoddata3, MntArgs, MountProc3, Mountres3, NfsProc3,
+    Nfsstat3, Nfstime3, PathconfArgs, PathconfRes, PathconfResOk, PostOpAttr, ReadArgs, ReadRes,
+    ReaddirArgs, ReaddirRes, ReaddirplusArgs, ReaddirplusRes, ReadlinkArgs, ReadlinkRes,
+    RemoveArgs, RemoveRes, RenameArgs, RenameRes, RmdirArgs, RmdirRes, Sattr3, SetattrArgs,
+    SetattrRes, StableHow, SymlinkArgs, SymlinkRes, Symlinkdata3, UmntArgs, WccData, WriteArgs,
+    WriteRes, WriteVerf3, MOUNT_PROGRAM, MOUNT_V3, NFS_PROGRAM, NFS_V3,
+};
+use rnfs_xdr::{Decode, DecodeError, Encode, Reader};
+
+use crate::error::{ClientError, NfsError};
+use crate::transport::{Credential, PendingCall, RpcClient};
+
+/// The result of a READ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// Bytes placed at the start of the caller's buffer.
+    pub count: usize,
+    /// The server says the read reached the end of the file.
+    pub eof: bool,
+    /// The file's attributes after the read, when the server sent them.
+    pub attr: Option<Fattr3>,
+}
+
+/// The result of a WRITE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// Bytes the server wrote (may be fewer than sent).
+    pub count: u32,
+    /// How stable the data now is.
+    pub committed: StableHow,
+    /// The server's write verifier: if it changes before a COMMIT, uncommitted
+    /// data must be sent again.
+    pub verf: WriteVerf3,
+    /// The file's attributes before and after.
+    pub wcc: WccData,
+}
+
+/// A created object: its handle and attributes, when the server sent them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Created {
+    /// The new object's handle (NFSv3 lets a server omit it: then LOOKUP it).
+    pub handle: Option<FileHandle>,
+    /// The new object's attributes.
+    pub attr: Option<Fattr3>,
+    /// The directory's attributes before and after.
+    pub dir_wcc: WccData,
+}
+
+/// One export, from MOUNT's EXPORT procedure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Export {
+    /// The path to mount.
+    pub path: Vec<u8>,
+    /// Who may mount it (host or netgroup names; empty: everyone).
+    pub groups: Vec<Vec<u8>>,
+}
+
+/// One READDIR entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// File number.
+    pub fileid: u64,
+    /// Name (bytes, not necessarily UTF-8).
+    pub name: Vec<u8>,
+    /// Cookie to resume after this entry.
+    pub cookie: u64,
+}
+
+/// One READDIRPLUS entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirPlusEntry {
+    /// File number.
+    pub fileid: u64,
+    /// Name (bytes, not necessarily UTF-8).
+    pub name: Vec<u8>,
+    /// Cookie to resume after this entry.
+    pub cookie: u64,
+    /// Attributes, when the server sent them.
+    pub attr: Option<Fattr3>,
+    /// Handle, when the server sent it.
+    pub handle: Option<FileHandle>,
+}
+
+/// One page of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirPage<E> {
+    /// The entries, in directory order.
+    pub entries: Vec<E>,
+    /// The verifier to send with the next page's cookie.
+    pub cookieverf: CookieVerf3,
+    /// Whether this page ends the directory.
+    pub eof: bool,
+    /// The directory's attributes.
+    pub dir_attr: Option<Fattr3>,
+}
+
+/// A WRITE sent by [`NfsClient::start_write`], not yet collected.
+#[derive(Debug)]
+pub struct PendingWrite(PendingCall);
+
+impl PendingWrite {
+    /// Whether the reply has arrived ([`wait`](Self::wait) will not block).
+    pub fn is_ready(&self) -> bool {
+        self.0.is_ready()
+    }
+
+    /// Waits for the reply.
+    pub fn wait(self) -> Result<WriteOutcome, NfsError> {
+        match self.0.wait(decoded::<WriteRes>)? {
+            WriteRes::Ok(ok) => Ok(WriteOutcome {
+                count: ok.count,
+                committed: ok.committed,
+                verf: ok.verf,
+                wcc: ok.file_wcc,
+            }),
+            WriteRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+}
+
+/// A READ sent by [`NfsClient::start_read`], not yet collected.
+#[derive(Debug)]
+pub struct PendingRead(PendingCall);
+
+impl PendingRead {
+    /// Whether the reply has arrived ([`wait_into`](Self::wait_into) will not
+    /// block).
+    pub fn is_ready(&self) -> bool {
+        self.0.is_ready()
+    }
+
+    /// Waits for the reply and copies its data into `buf`.
+    pub fn wait_into(self, buf: &mut [u8]) -> Result<ReadOutcome, NfsError> {
+        self.0.wait(|r| read_into(r, buf))?
+    }
+}
+
+fn read_into(
+    r: &mut Reader<'_>,
+    buf: &mut [u8],
+) -> Result<Result<ReadOutcome, NfsError>, DecodeError> {
+    Ok(match ReadRes::decode(r)? {
+        ReadRes::Ok(ok) => {
+            if ok.data.len() > buf.len() {
+                return Err(DecodeError::LengthLimit {
+                    type_name: "READ3resok data",
+                    len: ok.data.len() as u64,
+                    max: buf.len() as u64,
+                });
+            }
+            buf[..ok.data.len()].copy_from_slice(ok.data);
+            Ok(ReadOutcome {
+                count: ok.data.len(),
+                eof: ok.eof,
+                attr: ok.file_attributes,
+            })
+        }
+        ReadRes::Fail { status, .. } => Err(fail(status)),
+    })
+}
+
+/// Typed NFSv3 and MOUNT v3 calls as one credential. Cloning is cheap.
+#[derive(Debug, Clone)]
+pub struct NfsClient {
+    rpc: RpcClient,
+    cred: Credential,
+}
+
+fn decoded<T: for<'a> Decode<'a>>(r: &mut Reader<'_>) -> Result<T, DecodeError> {
+    T::decode(r)
+}
+
+fn fail(status: Nfsstat3) -> NfsError {
+    NfsError::Status(status)
+}
+
+impl NfsClient {
+    /// Calls through `rpc` as `cred`.
+    pub fn new(rpc: RpcClient, cred: Credential) -> Self {
+        Self { rpc, cred }
+    }
+
+    /// The same connection, calling as `cred`.
+    pub fn with_credential(&self, cred: Credential) -> Self {
+        Self {
+            rpc: self.rpc.clone(),
+            cred,
+        }
+    }
+
+    /// The credential calls are made as.
+    pub fn credential(&self) -> &Credential {
+        &self.cred
+    }
+
+    /// The transport.
+    pub fn rpc(&self) -> &RpcClient {
+        &self.rpc
+    }
+
+    fn nfs<A, T, F>(&self, proc_: NfsProc3, args: &A, decode: F) -> Result<T, NfsError>
+    where
+        A: Encode + ?Sized,
+        F: FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
+    {
+        Ok(self.rpc.call(
+            &self.cred,
+            NFS_PROGRAM,
+            NFS_V3,
+            u32::from(proc_),
+            args,
+            decode,
+        )?)
+    }
+
+    fn mountd<A, T, F>(&self, proc_: MountProc3, args: &A, decode: F) -> Result<T, ClientError>
+    where
+        A: Encode + ?Sized,
+        F: FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
+    {
+        self.rpc.call(
+            &self.cred,
+            MOUNT_PROGRAM,
+            MOUNT_V3,
+            u32::from(proc_),
+            args,
+            decode,
+        )
+    }
+
+    // ----- MOUNT -----
+
+    /// MNT: the root handle of the export `path`.
+    pub fn mnt(&self, path: &[u8]) -> Result<FileHandle, NfsError> {
+        let res: Mountres3 = self.mountd(MountProc3::Mnt, &MntArgs { dirpath: path }, decoded)?;
+        match res {
+            Mountres3::Ok(ok) => Ok(ok.fhandle),
+            Mountres3::Fail(status) => Err(NfsError::Mount(status)),
+        }
+    }
+
+    /// UMNT: tells the server `path` is no longer mounted (advisory).
+    pub fn umnt(&self, path: &[u8]) -> Result<(), NfsError> {
+        self.mountd(MountProc3::Umnt, &UmntArgs { dirpath: path }, |_| Ok(()))?;
+        Ok(())
+    }
+
+    /// EXPORT: the server's exports.
+    pub fn exports(&self) -> Result<Vec<Export>, NfsError> {
+        Ok(self.mountd(MountProc3::Export, &(), |r| {
+            let res = ExportRes::decode(r)?;
+            Ok(res
+                .exports
+                .iter()
+                .map(|e| Export {
+                    path: e.dir.to_vec(),
+                    groups: e.groups.iter().map(|g| g.to_vec()).collect(),
+                })
+                .collect())
+        })?)
+    }
+
+    // ----- NFS -----
+
+    /// NULL: a round trip that does nothing.
+    pub fn null(&self) -> Result<(), NfsError> {
+        self.nfs(NfsProc3::Null, &(), |_| Ok(()))
+    }
+
+    /// GETATTR.
+    pub fn getattr(&self, fh: &FileHandle) -> Result<Fattr3, NfsError> {
+        let args = GetattrArgs {
+            object: fh.as_fh3(),
+        };
+        match self.nfs(NfsProc3::Getattr, &args, decoded::<GetattrRes>)? {
+            GetattrRes::Ok(ok) => Ok(ok.obj_attributes),
+            GetattrRes::Fail { status } => Err(fail(status)),
+        }
+    }
+
+    /// SETATTR, optionally guarded by the object's ctime.
+    pub fn setattr(
+        &self,
+        fh: &FileHandle,
+        attrs: &Sattr3,
+        guard: Option<Nfstime3>,
+    ) -> Result<WccData, NfsError> {
+        let args = SetattrArgs {
+            object: fh.as_fh3(),
+            new_attributes: *attrs,
+            guard,
+        };
+        match self.nfs(NfsProc3::Setattr, &args, decoded::<SetattrRes>)? {
+            SetattrRes::Ok(ok) => Ok(ok.obj_wcc),
+            SetattrRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+
+    /// LOOKUP: `name`'s handle and attributes in `dir`.
+    pub fn lookup(
+        &self,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> Result<(FileHandle, Option<Fattr3>), NfsError> {
+        let args = LookupArgs {
+            what: DirOpArgs3 {
+                dir: dir.as_fh3(),
+                name,
+            },
+        };
+        match self.nfs(NfsProc3::Lookup, &args, decoded::<LookupRes>)? {
+            LookupRes::Ok(ok) => Ok((ok.object, ok.obj_attributes)),
+            LookupRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+
+    /// ACCESS: which of the `mask` bits the caller has.
+    pub fn access(&self, fh: &FileHandle, mask: u32) -> Result<(u32, PostOpAttr), NfsError> {
+        let args = AccessArgs {
+            object: fh.as_fh3(),
+            access: mask,
+        };
+        match self.nfs(NfsProc3::Access, &args, decoded::<AccessRes>)? {
+            AccessRes::Ok(ok) => Ok((ok.access, ok.obj_attributes)),
+            AccessRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+
+    /// READLINK: the target of a symbolic link.
+    pub fn readlink(&self, fh: &FileHandle) -> Result<Vec<u8>, NfsError> {
+        let args = ReadlinkArgs {
+            symlink: fh.as_fh3(),
+        };
+        self.nfs(NfsProc3::Readlink, &args, |r| {
+            Ok(match ReadlinkRes::decode(r)? {
+                ReadlinkRes::Ok(ok) => Ok(ok.data.to_vec()),
+                ReadlinkRes::Fail { status, .. } => Err(fail(status)),
+            })
+        })?
+    }
+
+    /// READ: up to `buf.len()` bytes at `offset`, copied straight from the
+    /// reply into `buf`.
+    pub fn read(
+        &self,
+        fh: &FileHandle,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<ReadOutcome, NfsError> {
+        let count = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+        let args = ReadArgs {
+            file: fh.as_fh3(),
+            offset,
+            count,
+        };
+        self.nfs(NfsProc3::Read, &args, |r| read_into(r, buf))?
+    }
+
+    /// Sends a READ of `count` bytes at `offset` without waiting for it.
+    pub fn start_read(
+        &self,
+        fh: &FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> Result<PendingRead, NfsError> {
+        let args = ReadArgs {
+            file: fh.as_fh3(),
+            offset,
+            count,
+        };
+        Ok(PendingRead(self.rpc.submit(
+            &self.cred,
+            NFS_PROGRAM,
+            NFS_V3,
+            u32::from(NfsProc3::Read),
+            &args,
+        )?))
+    }
+
+    /// Sends a WRITE without waiting for it.
+    pub fn start_write(
+        &self,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> Result<PendingWrite, NfsError> {
+        let args = WriteArgs {
+            file: fh.as_fh3(),
+            offset,
+            count: u32::try_from(data.len()).unwrap_or(u32::MAX),
+            stable,
+            data,
+        };
+        Ok(PendingWrite(self.rpc.submit(
+            &self.cred,
+            NFS_PROGRAM,
+            NFS_V3,
+            u32::from(NfsProc3::Write),
+            &args,
+        )?))
+    }
+
+    /// WRITE `data` at `offset`.
+    pub fn write(
+        &self,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> Result<WriteOutcome, NfsError> {
+        let args = WriteArgs {
+            file: fh.as_fh3(),
+            offset,
+            count: u32::try_from(data.len()).unwrap_or(u32::MAX),
+            stable,
+            data,
+        };
+        match self.nfs(NfsProc3::Write, &args, decoded::<WriteRes>)? {
+            WriteRes::Ok(ok) => Ok(WriteOutcome {
+                count: ok.count,
+                committed: ok.committed,
+                verf: ok.verf,
+                wcc: ok.file_wcc,
+            }),
+            WriteRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+
+    fn created(res: CreateOutcomeRaw) -> Result<Created, NfsError> {
+        match res {
+            Ok(ok) => Ok(Created {
+                handle: ok.obj,
+                attr: ok.obj_attributes,
+                dir_wcc: ok.dir_wcc,
+            }),
+            Err(status) => Err(fail(status)),
+        }
+    }
+
+    /// CREATE a regular file.
+    pub fn create(
+        &self,
+        dir: &FileHandle,
+        name: &[u8],
+        how: CreateHow3,
+    ) -> Result<Created, NfsError> {
+        let args = CreateArgs {
+            where_: DirOpArgs3 {
+                dir: dir.as_fh3(),
+                name,
+            },
+            how,
+        };
+        Self::created(
+            match self.nfs(NfsProc3::Create, &args, decoded::<CreateRes>)? {
+                CreateRes::Ok(ok) => Ok(ok),
+                CreateRes::Fail { status, .. } => Err(status),
+            },
+        )
+    }
+
+    /// MKDIR.
+    pub fn mkdir(
+        &self,
+        dir: &FileHandle,
+        name: &[u8],
+        attrs: &Sattr3,
+    ) -> Result<Created, NfsError> {
+        let args = MkdirArgs {
+            where_: DirOpArgs3 {
+                dir: dir.as_fh3(),
+                name,
+            },
+            attributes: *attrs,
+        };
+        Self::created(
+            match self.nfs(NfsProc3::Mkdir, &args, decoded::<MkdirRes>)? {
+                MkdirRes::Ok(ok) => Ok(ok),
+                MkdirRes::Fail { status, .. } => Err(status),
+            },
+        )
+    }
+
+    /// SYMLINK `name` -> `target`.
+    pub fn symlink(
+        &self,
+        dir: &FileHandle,
+        name: &[u8],
+        target: &[u8],
+        attrs: &Sattr3,
+    ) -> Result<Created, NfsError> {
+        let args = SymlinkArgs {
+            where_: DirOpArgs3 {
+                dir: dir.as_fh3(),
+                name,
+            },
+            symlink: Symlinkdata3 {
+                symlink_attributes: *attrs,
+                symlink_data: target,
+            },
+        };
+        Self::created(
+            match self.nfs(NfsProc3::Symlink, &args, decoded::<SymlinkRes>)? {
+                SymlinkRes::Ok(ok) => Ok(ok),
+                SymlinkRes::Fail { status, .. } => Err(status),
+            },
+        )
+    }
+
+    /// MKNOD a device, socket or FIFO.
+    pub fn mknod(
+        &self,
+        dir: &FileHandle,
+        name: &[u8],
+        what: Mknoddata3,
+    ) -> Result<Created, NfsError> {
+        let args = MknodArgs {
+            where_: DirOpArgs3 {
+                dir: dir.as_fh3(),
+                name,
+            },
+            what,
+        };
+        Self::created(
+            match self.nfs(NfsProc3::Mknod, &args, decoded::<MknodRes>)? {
+                MknodRes::Ok(ok) => Ok(ok),
+                MknodRes::Fail { status, .. } => Err(status),
+            },
+        )
+    }
+
+    /// REMOVE a non-directory.
+    pub fn remove(&self, dir: &FileHandle, name: &[u8]) -> Result<WccData, NfsError> {
+        let args = RemoveArgs {
+            object: DirOpArgs3 {
+                dir: dir.as_fh3(),
+                name,
+            },
+        };
+        match self.nfs(NfsProc3::Remove, &args, decoded::<RemoveRes>)? {
+            RemoveRes::Ok(ok) => Ok(ok.dir_wcc),
+            RemoveRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+
+    /// RMDIR an empty directory.
+    pub fn rmdir(&self, dir: &FileHandle, name: &[u8]) -> Result<WccData, NfsError> {
+        let args = RmdirArgs {
+            object: DirOpArgs3 {
+                dir: dir.as_fh3(),
+                name,
+            },
+        };
+        match self.nfs(NfsProc3::Rmdir, &args, decoded::<RmdirRes>)? {
+            RmdirRes::Ok(ok) => Ok(ok.dir_wcc),
+            RmdirRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+
+    /// RENAME `from_dir/from_name` to `to_dir/to_name`.
+    pub fn rename(
+        &self,
+        from_dir: &FileHandle,
+        from_name: &[u8],
+        to_dir: &FileHandle,
+        to_name: &[u8],
+    ) -> Result<(WccData, WccData), NfsError> {
+        let args = RenameArgs {
+            from: DirOpArgs3 {
+                dir: from_dir.as_fh3(),
+                name: from_name,
+            },
+            to: DirOpArgs3 {
+                dir: to_dir.as_fh3(),
+                name: to_name,
+            },
+        };
+        match self.nfs(NfsProc3::Rename, &args, decoded::<RenameRes>)? {
+            RenameRes::Ok(ok) => Ok((ok.fromdir_wcc, ok.todir_wcc)),
+            RenameRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+
+    /// LINK: a new name `dir/name` for `file`.
+    pub fn link(
+        &self,
+        file: &FileHandle,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> Result<PostOpAttr, NfsError> {
+        let args = LinkArgs {
+            file: file.as_fh3(),
+            link: DirOpArgs3 {
+                dir: dir.as_fh3(),
+                name,
+            },
+        };
+        match self.nfs(NfsProc3::Link, &args, decoded::<LinkRes>)? {
+            LinkRes::Ok(ok) => Ok(ok.file_attributes),
+            LinkRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+
+    /// READDIR: one page of names after `cookie`, at most `count` bytes.
+    pub fn readdir(
+        &self,
+        dir: &FileHandle,
+        cookie: u64,
+        cookieverf: CookieVerf3,
+        count: u32,
+    ) -> Result<DirPage<DirEntry>, NfsError> {
+        let args = ReaddirArgs {
+            dir: dir.as_fh3(),
+            cookie,
+            cookieverf,
+            count,
+        };
+        self.nfs(NfsProc3::Readdir, &args, |r| {
+            Ok(match ReaddirRes::decode(r)? {
+                ReaddirRes::Ok(ok) => Ok(DirPage {
+                    entries: ok
+                        .entries
+                        .iter()
+                        .map(|e| DirEntry {
+                            fileid: e.fileid,
+                            name: e.name.to_vec(),
+                            cookie: e.cookie,
+                        })
+                        .collect(),
+                    cookieverf: ok.cookieverf,
+                    eof: ok.eof,
+                    dir_attr: ok.dir_attributes,
+                }),
+                ReaddirRes::Fail { status, .. } => Err(fail(status)),
+            })
+        })?
+    }
+
+    /// READDIRPLUS: one page of names with attributes and handles.
+    pub fn readdirplus(
+        &self,
+        dir: &FileHandle,
+        cookie: u64,
+        cookieverf: CookieVerf3,
+        dircount: u32,
+        maxcount: u32,
+    ) -> Result<DirPage<DirPlusEntry>, NfsError> {
+        let args = ReaddirplusArgs {
+            dir: dir.as_fh3(),
+            cookie,
+            cookieverf,
+            dircount,
+            maxcount,
+        };
+        self.nfs(NfsProc3::Readdirplus, &args, |r| {
+            Ok(match ReaddirplusRes::decode(r)? {
+                ReaddirplusRes::Ok(ok) => Ok(DirPage {
+                    entries: ok
+                        .entries
+                        .iter()
+                        .map(|e| DirPlusEntry {
+                            fileid: e.fileid,
+                            name: e.name.to_vec(),
+                            cookie: e.cookie,
+                            attr: e.name_attributes,
+                            handle: e.name_handle,
+                        })
+                        .collect(),
+                    cookieverf: ok.cookieverf,
+                    eof: ok.eof,
+                    dir_attr: ok.dir_attributes,
+                }),
+                ReaddirplusRes::Fail { status, .. } => Err(fail(status)),
+            })
+        })?
+    }
+
+    /// FSSTAT: space and file counts.
+    pub fn fsstat(&self, root: &FileHandle) -> Result<FsstatResOk, NfsError> {
+        let args = FsstatArgs {
+            fsroot: root.as_fh3(),
+        };
+        match self.nfs(NfsProc3::Fsstat, &args, decoded::<FsstatRes>)? {
+            FsstatRes::Ok(ok) => Ok(ok),
+            FsstatRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+
+    /// FSINFO: transfer sizes and properties.
+    pub fn fsinfo(&self, root: &FileHandle) -> Result<FsinfoResOk, NfsError> {
+        let args = FsinfoArgs {
+            fsroot: root.as_fh3(),
+        };
+        match self.nfs(NfsProc3::Fsinfo, &args, decoded::<FsinfoRes>)? {
+            FsinfoRes::Ok(ok) => Ok(ok),
+            FsinfoRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+
+    /// PATHCONF: name and link limits.
+    pub fn pathconf(&self, fh: &FileHandle) -> Result<PathconfResOk, NfsError> {
+        let args = PathconfArgs {
+            object: fh.as_fh3(),
+        };
+        match self.nfs(NfsProc3::Pathconf, &args, decoded::<PathconfRes>)? {
+            PathconfRes::Ok(ok) => Ok(ok),
+            PathconfRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+
+    /// COMMIT `count` bytes at `offset` (0, 0: the whole file) to stable
+    /// storage; returns the write verifier to compare with the WRITEs'.
+    pub fn commit(
+        &self,
+        fh: &FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> Result<(WriteVerf3, WccData), NfsError> {
+        let args = CommitArgs {
+            file: fh.as_fh3(),
+            offset,
+            count,
+        };
+        match self.nfs(NfsProc3::Commit, &args, decoded::<CommitRes>)? {
+            CommitRes::Ok(ok) => Ok((ok.verf, ok.file_wcc)),
+            CommitRes::Fail { status, .. } => Err(fail(status)),
+        }
+    }
+}
+
+type CreateOutcomeRaw = Result<rnfs_nfs3::CreateResOk, Nfsstat3>;

@@ -1,0 +1,221 @@
+//! A mounted export: finds the ports, mounts the export an `nfs://` URL names
+//! and resolves paths inside it.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use rnfs_nfs3::{Fattr3, FileHandle, FsinfoResOk, Mountstat3, MOUNT_PROGRAM, MOUNT_V3};
+use rnfs_nfs3::{NFS_PROGRAM, NFS_V3};
+use rnfs_xdr::{Encode, Writer};
+
+use crate::error::{ClientError, NfsError};
+use crate::nfs::NfsClient;
+use crate::transport::{ClientOptions, Credential, RpcClient};
+use crate::url::NfsUrl;
+
+const PORTMAP_PROGRAM: u32 = 100_000;
+const PORTMAP_PORT: u16 = 111;
+const IPPROTO_TCP: u32 = 6;
+/// Where rnfs listens when no portmapper answers: NFS and MOUNT share it.
+const DEFAULT_NFS_PORT: u16 = 2049;
+
+struct Mapping {
+    prog: u32,
+    vers: u32,
+}
+
+impl Encode for Mapping {
+    fn encode(&self, w: &mut Writer<'_>) {
+        w.write_u32(self.prog);
+        w.write_u32(self.vers);
+        w.write_u32(IPPROTO_TCP);
+        w.write_u32(0);
+    }
+}
+
+/// Asks the portmapper at `host:111` for `prog`/`vers` over TCP.
+fn getport(host: SocketAddr, prog: u32, vers: u32, options: &ClientOptions) -> Option<u16> {
+    let pm = SocketAddr::new(host.ip(), PORTMAP_PORT);
+    let mut opts = options.clone();
+    opts.connections = 1;
+    opts.retrans = 0;
+    let rpc = RpcClient::connect(pm, opts).ok()?;
+    let port = rpc
+        .call(
+            &Credential::root(),
+            PORTMAP_PROGRAM,
+            2,
+            3,
+            &Mapping { prog, vers },
+            |r| r.read_u32(),
+        )
+        .ok()?;
+    u16::try_from(port).ok().filter(|p| *p != 0)
+}
+
+/// An export mounted from one server.
+#[derive(Debug, Clone)]
+pub struct Session {
+    nfs: NfsClient,
+    root: FileHandle,
+    export: String,
+    fsinfo: FsinfoResOk,
+}
+
+impl Session {
+    /// Mounts the export that holds `url.path`, and returns the session with
+    /// the rest of the path (relative to the export's root, may be empty).
+    ///
+    /// The export is the longest one the server's EXPORT list has that is a
+    /// prefix of the path; if the list is unavailable, MNT is tried on the
+    /// path and then on each shorter prefix.
+    pub fn connect(
+        url: &NfsUrl,
+        options: ClientOptions,
+        cred: Credential,
+    ) -> Result<(Self, String), NfsError> {
+        let host = (url.host.as_str(), 0)
+            .to_socket_addrs()
+            .map_err(ClientError::Io)?
+            .next()
+            .ok_or_else(|| {
+                ClientError::Io(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("cannot resolve host {}", url.host),
+                ))
+            })?;
+        let nfs_port = match url.nfs_port {
+            Some(p) => p,
+            None => getport(host, NFS_PROGRAM, NFS_V3, &options).unwrap_or(DEFAULT_NFS_PORT),
+        };
+        let mount_port = match url.mount_port {
+            Some(p) => p,
+            // rnfs serves MOUNT on its NFS port; ask the portmapper only if
+            // the URL named neither port.
+            None if url.nfs_port.is_some() => nfs_port,
+            None => getport(host, MOUNT_PROGRAM, MOUNT_V3, &options).unwrap_or(nfs_port),
+        };
+        let nfs_addr = SocketAddr::new(host.ip(), nfs_port);
+        let rpc = RpcClient::connect(nfs_addr, options.clone())?;
+        let mount_rpc = if mount_port == nfs_port {
+            rpc.clone()
+        } else {
+            let mut opts = options;
+            opts.connections = 1;
+            RpcClient::connect(SocketAddr::new(host.ip(), mount_port), opts)?
+        };
+        let mountd = NfsClient::new(mount_rpc, cred.clone());
+        let (export, root) = mount_longest_prefix(&mountd, &url.path)?;
+        let rest = url.path[export.len()..].trim_start_matches('/').to_owned();
+        let nfs = NfsClient::new(rpc, cred);
+        let fsinfo = nfs.fsinfo(&root)?;
+        Ok((
+            Self {
+                nfs,
+                root,
+                export,
+                fsinfo,
+            },
+            rest,
+        ))
+    }
+
+    /// The typed NFS calls, as this session's credential.
+    pub fn nfs(&self) -> &NfsClient {
+        &self.nfs
+    }
+
+    /// The export's root handle.
+    pub fn root(&self) -> FileHandle {
+        self.root
+    }
+
+    /// The export's path on the server.
+    pub fn export(&self) -> &str {
+        &self.export
+    }
+
+    /// The server's FSINFO for the export.
+    pub fn fsinfo(&self) -> &FsinfoResOk {
+        &self.fsinfo
+    }
+
+    /// The READ size to use: the server's preferred size, at most 1 MiB.
+    pub fn rsize(&self) -> u32 {
+        clamp_io(self.fsinfo.rtpref, self.fsinfo.rtmax)
+    }
+
+    /// The WRITE size to use: the server's preferred size, at most 1 MiB.
+    pub fn wsize(&self) -> u32 {
+        clamp_io(self.fsinfo.wtpref, self.fsinfo.wtmax)
+    }
+
+    /// The READDIR size to use.
+    pub fn dsize(&self) -> u32 {
+        self.fsinfo.dtpref.clamp(4096, 1 << 20)
+    }
+
+    /// Looks `path` (relative to the export root, `/`-separated) up one
+    /// component at a time. Symbolic links are not followed.
+    pub fn resolve(&self, path: &str) -> Result<(FileHandle, Fattr3), NfsError> {
+        let mut fh = self.root;
+        let mut attr = None;
+        for name in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            let (child, child_attr) = self.nfs.lookup(&fh, name.as_bytes())?;
+            fh = child;
+            attr = child_attr;
+        }
+        let attr = match attr {
+            Some(a) => a,
+            None => self.nfs.getattr(&fh)?,
+        };
+        Ok((fh, attr))
+    }
+
+    /// Tells the server the export is no longer mounted (advisory; errors are
+    /// ignored, as umount(8) does).
+    pub fn unmount(&self) {
+        let _ = self.nfs.umnt(self.export.as_bytes());
+    }
+}
+
+fn clamp_io(pref: u32, max: u32) -> u32 {
+    let max = if max == 0 { 1 << 20 } else { max.min(1 << 20) };
+    let pref = if pref == 0 { max } else { pref };
+    pref.min(max).max(512)
+}
+
+/// MNTs the longest export that is a prefix of `path`.
+fn mount_longest_prefix(mountd: &NfsClient, path: &str) -> Result<(String, FileHandle), NfsError> {
+    let is_prefix = |export: &str| {
+        let export = export.trim_end_matches('/');
+        export.is_empty()
+            || path == export
+            || (path.starts_with(export) && path.as_bytes().get(export.len()) == Some(&b'/'))
+    };
+    if let Ok(exports) = mountd.exports() {
+        let best = exports
+            .iter()
+            .filter_map(|e| std::str::from_utf8(&e.path).ok())
+            .filter(|e| is_prefix(e))
+            .max_by_key(|e| e.len());
+        if let Some(export) = best {
+            let fh = mountd.mnt(export.as_bytes())?;
+            return Ok((export.trim_end_matches('/').to_owned(), fh));
+        }
+    }
+    // No EXPORT list: try the path, then each shorter prefix.
+    let mut candidate = path;
+    loop {
+        match mountd.mnt(candidate.as_bytes()) {
+            Ok(fh) => return Ok((candidate.to_owned(), fh)),
+            Err(NfsError::Mount(_)) if candidate.len() > 1 => {
+                candidate = match candidate.rfind('/') {
+                    Some(0) => "/",
+                    Some(i) => &candidate[..i],
+                    None => return Err(NfsError::Mount(Mountstat3::Noent)),
+                };
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

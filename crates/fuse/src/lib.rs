@@ -1,0 +1,2 @@
+//! rnfs FUSE mount (being built).
+#![warn(missing_docs)]
