@@ -28,6 +28,8 @@ declare -A probe=(
   [libc6-dev]=/usr/lib/x86_64-linux-gnu/libc.a
   [python3]=/usr/bin/python3
   [git]=/usr/bin/git
+  [fuse3]=/usr/bin/fusermount3
+  [fio]=/usr/bin/fio
 )
 
 missing=()

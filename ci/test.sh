@@ -9,11 +9,13 @@ step() { printf '\n==> %s\n' "$*"; }
 step "format"
 cargo fmt --all -- --check
 
-step "clippy (all targets, warnings are errors)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+step "clippy (all targets and features, warnings are errors)"
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
 step "unit, integration, RFC wire and fuzz-corpus replay tests"
 cargo test --workspace --locked
+# The client's lock-count test needs the instrumentation feature.
+cargo test --locked -p rnfs-client --all-features
 
 step "scheduler stress: millions of items, random resizes (release)"
 cargo test --release --locked -p rnfs-sched --test stress
@@ -25,6 +27,9 @@ step "integration: the Linux kernel client (QEMU) and libnfs against rnfs"
 ci/deps.sh
 tests/integration/run-all.sh --server rnfs --quick
 tests/integration/plainmount.sh
+
+step "the client library's test suite against nfs-ganesha"
+tests/integration/run-all.sh --server ganesha --quick --only client
 
 step "docs build without warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet

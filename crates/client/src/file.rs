@@ -1,1 +1,810 @@
-//! (being built)
+//! [`NfsFile`]: an open regular file with write-behind and read-ahead.
+//!
+//! The policies live in two sans-IO engines, [`Writeback`] and
+//! [`ReadAhead`]; this module drives them with [`NfsClient`] calls.
+//!
+//! **Threads.** Every method takes `&self` and may be called from several
+//! threads at once. There is no background thread: the thread that needs
+//! progress makes it. A writer over its file's WRITE cap, a writer over the
+//! mount's [`DirtyBudget`], `flush`, `fsync`, `close`, `getattr` and
+//! `truncate` send what the engine asks for and collect replies themselves,
+//! and dirty data older than [`IoConfig::dirty_expire`] is sent at the
+//! file's next `read`, `write`, `flush`, `fsync` or `getattr` (a file nobody
+//! touches keeps it until then, or until it is dropped).
+//!
+//! **Locking.** One mutex (`state`) guards both engines, the WRITEs in
+//! flight and the read-ahead cache; one condvar (`progress`) is signalled
+//! whenever a thread that did I/O without the lock puts its result back.
+//! The lock is never held across a network wait: a thread takes a WRITE (or
+//! a READ) out of the state, drops the lock, sends or waits, then locks
+//! again and hands the reply to the engine. A WRITE reply is collected under
+//! the lock only when it has already arrived (`is_ready`). A thread that
+//! needs progress while another thread holds every outstanding reply waits
+//! on the condvar. Lock order: `state`, then nothing; the budget is atomics.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use rnfs_nfs3::{Fattr3, FileHandle, Sattr3, WriteVerf3};
+
+use crate::error::{ClientError, NfsError};
+use crate::nfs::{NfsClient, PendingRead, PendingWrite, WriteOutcome};
+use crate::readahead::ReadAhead;
+use crate::session::Session;
+use crate::writeback::{
+    Action, CommitId, WriteId, WriteReply, Writeback, WritebackConfig, LEGACY_FLUSH_WINDOW,
+};
+
+/// The most READs one file's read-ahead keeps in flight (its window is
+/// clamped to this many `rsize` pieces).
+pub const MAX_READ_AHEAD_CALLS: u32 = 16;
+
+/// How an [`NfsFile`] reads and writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoConfig {
+    /// Bytes per READ (512 B to 1 MiB).
+    pub rsize: u32,
+    /// Bytes per WRITE (512 B to 1 MiB); write-behind works in chunks
+    /// aligned to it.
+    pub wsize: u32,
+    /// The most WRITEs in flight per file (default 16). A sequential
+    /// writer's full chunks are sent at once, and the writer blocks while
+    /// this many are outstanding. 0 is the legacy behaviour: nothing is sent
+    /// before a flush, fsync, close, getattr or budget pressure.
+    pub max_outstanding_writes: u32,
+    /// The most bytes read ahead of a sequential reader (0: no read-ahead).
+    pub max_read_ahead: u32,
+    /// Dirty data older than this is written at the file's next operation.
+    pub dirty_expire: Duration,
+}
+
+impl IoConfig {
+    /// Default outstanding WRITEs per file (Staubach's suggestion, 2009).
+    pub const DEFAULT_MAX_OUTSTANDING_WRITES: u32 = 16;
+
+    /// The session's READ and WRITE sizes, other fields at their defaults.
+    pub fn for_session(s: &Session) -> Self {
+        Self {
+            rsize: s.rsize(),
+            wsize: s.wsize(),
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for IoConfig {
+    fn default() -> Self {
+        Self {
+            rsize: 1 << 20,
+            wsize: 1 << 20,
+            max_outstanding_writes: Self::DEFAULT_MAX_OUTSTANDING_WRITES,
+            max_read_ahead: 8 << 20,
+            dirty_expire: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The bytes that the files of one mount hold and the server has not made
+/// stable (dirty, in flight or uncommitted), with Linux's hysteresis:
+/// congested from the limit until usage falls below 3/4 of it. A writer that
+/// finds it congested flushes and commits its own file before returning.
+#[derive(Debug)]
+pub struct DirtyBudget {
+    max: u64,
+    /// Bytes charged by all files. Relaxed: only a heuristic reads it.
+    used: AtomicU64,
+    /// Set by a charge that reaches `max`, cleared by a release that falls
+    /// below 3/4 of it. Relaxed: a stale value only delays or adds one
+    /// flush; no data is published through it.
+    congested: AtomicBool,
+}
+
+impl DirtyBudget {
+    /// Linux's cap on `nfs_congestion_kb`: a sensible budget for a mount.
+    pub const DEFAULT_MAX_BYTES: u64 = 256 << 20;
+
+    /// A budget of `max_bytes` (0: unlimited).
+    pub fn new(max_bytes: u64) -> Arc<Self> {
+        Arc::new(Self {
+            max: max_bytes,
+            used: AtomicU64::new(0),
+            congested: AtomicBool::new(false),
+        })
+    }
+
+    /// Bytes held by the files now.
+    pub fn dirty_bytes(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// The limit given to [`new`](Self::new).
+    pub fn max_bytes(&self) -> u64 {
+        self.max
+    }
+
+    /// Whether writers must flush before returning.
+    pub fn is_congested(&self) -> bool {
+        self.congested.load(Ordering::Relaxed)
+    }
+
+    fn charge(&self, n: u64) {
+        let used = self.used.fetch_add(n, Ordering::Relaxed) + n;
+        if self.max > 0 && used >= self.max {
+            self.congested.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn release(&self, n: u64) {
+        let used = self.used.fetch_sub(n, Ordering::Relaxed) - n;
+        if used < self.max - self.max / 4 {
+            self.congested.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Counters of one file's I/O.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileStats {
+    /// WRITEs sent.
+    pub writes_sent: u64,
+    /// Bytes sent in WRITEs.
+    pub bytes_written: u64,
+    /// WRITEs sent early, for a sequential writer's completed chunk.
+    pub early_writes: u64,
+    /// WRITEs of dirty data that had expired.
+    pub expired_writes: u64,
+    /// WRITEs sent `FILE_SYNC` (a sync that needed only one).
+    pub file_sync_writes: u64,
+    /// COMMITs sent.
+    pub commits_sent: u64,
+    /// Bytes sent again (short WRITEs, verifier changes).
+    pub resent_bytes: u64,
+    /// WRITE replies with fewer bytes than sent.
+    pub short_writes: u64,
+    /// Times the server's write verifier changed.
+    pub verifier_changes: u64,
+    /// WRITE and COMMIT failures.
+    pub write_errors: u64,
+    /// The most WRITEs outstanding at once.
+    pub max_outstanding: u64,
+    /// Times a writer blocked on the file's WRITE cap.
+    pub writer_waits: u64,
+    /// Times a writer flushed because the mount's budget was congested.
+    pub budget_waits: u64,
+    /// READs sent for the application's reads (cache misses).
+    pub reads_sent: u64,
+    /// READs sent ahead of a sequential reader.
+    pub read_ahead_reads: u64,
+    /// Bytes served from read-ahead.
+    pub read_ahead_hit_bytes: u64,
+}
+
+/// A prefetched range.
+#[derive(Debug)]
+enum Cached {
+    /// READ sent, reply not collected; `held` is this client's data in the
+    /// range when it was sent, to lay over the reply.
+    Pending {
+        len: u64,
+        call: PendingRead,
+        held: Vec<(u64, Vec<u8>)>,
+    },
+    /// The server's bytes with this client's laid over (fewer than asked
+    /// after a short READ; zeros past the server's end of file).
+    Ready { data: Vec<u8> },
+}
+
+impl Cached {
+    fn len(&self) -> u64 {
+        match self {
+            Self::Pending { len, .. } => *len,
+            Self::Ready { data, .. } => data.len() as u64,
+        }
+    }
+}
+
+/// Everything behind the file's lock.
+#[derive(Debug)]
+struct State {
+    wb: Writeback<NfsError>,
+    /// WRITEs sent whose replies no thread is collecting.
+    pending: BTreeMap<WriteId, PendingWrite>,
+    /// Threads doing this file's I/O without the lock; each signals
+    /// `progress` when done.
+    busy: u32,
+    /// The part of `wb.held_bytes()` charged to the budget.
+    charged: u64,
+    ra: ReadAhead,
+    /// Read-ahead, disjoint ranges by offset.
+    cache: BTreeMap<u64, Cached>,
+    cache_bytes: u64,
+    /// Bumped by every write and truncate: a READ sent before the bump is
+    /// not cached.
+    cache_epoch: u64,
+    stats: FileStats,
+}
+
+impl State {
+    /// Drops read-ahead overlapping `[from, to)`.
+    fn invalidate(&mut self, from: u64, to: u64) {
+        self.cache_epoch += 1;
+        let keys: Vec<u64> = self
+            .cache
+            .range(..to)
+            .rev()
+            .take_while(|(k, c)| *k + c.len() > from)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            self.uncache(k);
+        }
+    }
+
+    fn uncache(&mut self, key: u64) -> Option<Cached> {
+        let c = self.cache.remove(&key)?;
+        self.cache_bytes -= c.len();
+        Some(c)
+    }
+
+    fn cache_insert(&mut self, key: u64, c: Cached) {
+        self.cache_bytes += c.len();
+        if let Some(old) = self.cache.insert(key, c) {
+            self.cache_bytes -= old.len();
+        }
+    }
+
+    /// Drops read-ahead behind `offset` or too far ahead of it.
+    fn evict(&mut self, offset: u64, horizon: u64) {
+        while let Some((k, c)) = self.cache.first_key_value() {
+            if k + c.len() > offset {
+                break;
+            }
+            let k = *k;
+            self.uncache(k);
+        }
+        let far: Vec<u64> = self
+            .cache
+            .range(offset.saturating_add(horizon)..)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in far {
+            self.uncache(k);
+        }
+    }
+}
+
+/// What a thread that did I/O without the lock brings back.
+enum Sent {
+    Write(WriteId, Result<PendingWrite, NfsError>),
+    Commit(CommitId, Result<WriteVerf3, NfsError>),
+}
+
+fn reply(outcome: WriteOutcome) -> WriteReply {
+    WriteReply {
+        count: outcome.count,
+        committed: outcome.committed,
+        verf: outcome.verf,
+    }
+}
+
+/// An engine invariant failed: nothing to send, nothing to collect, nobody
+/// else working, and yet the goal is not reached. Never expected.
+fn stalled() -> NfsError {
+    NfsError::Client(ClientError::Io(std::io::Error::other(
+        "write-behind made no progress",
+    )))
+}
+
+/// An open regular file with write-behind and read-ahead. `Send + Sync`;
+/// every method takes `&self`.
+///
+/// Writes are buffered and sent as described in [`crate::writeback`]; reads
+/// see this client's own unwritten data. Errors of WRITEs and COMMITs sent
+/// in the background are reported, once, by the next `write`, `flush`,
+/// `fsync` or `close`. Dropping the file fsyncs it if it holds data, and
+/// ignores the result: call [`close`](Self::close) to see it.
+#[derive(Debug)]
+pub struct NfsFile {
+    nfs: NfsClient,
+    fh: FileHandle,
+    config: IoConfig,
+    budget: Arc<DirtyBudget>,
+    /// Time zero of the engines' clock.
+    epoch: Instant,
+    state: Mutex<State>,
+    /// Signalled when a thread puts a reply (or a sent call) back.
+    progress: Condvar,
+}
+
+impl NfsFile {
+    /// The file `fh`, whose attributes were `attr` when it was opened.
+    /// `rsize` and `wsize` are clamped to 512 B..1 MiB.
+    pub fn new(
+        nfs: NfsClient,
+        fh: FileHandle,
+        attr: &Fattr3,
+        config: IoConfig,
+        budget: Arc<DirtyBudget>,
+    ) -> Self {
+        let mut config = config;
+        config.rsize = config.rsize.clamp(512, 1 << 20);
+        config.wsize = config.wsize.clamp(512, 1 << 20);
+        let window = match config.max_outstanding_writes {
+            0 => LEGACY_FLUSH_WINDOW,
+            n => n,
+        };
+        let wb = Writeback::new(
+            &WritebackConfig {
+                wsize: config.wsize,
+                max_outstanding: config.max_outstanding_writes,
+                dirty_expire: config.dirty_expire,
+                commit_threshold: 2 * u64::from(window) * u64::from(config.wsize),
+            },
+            attr.size,
+        );
+        // At most MAX_READ_AHEAD_CALLS READs of read-ahead in flight.
+        config.max_read_ahead = config
+            .max_read_ahead
+            .min(MAX_READ_AHEAD_CALLS.saturating_mul(config.rsize));
+        let ra = ReadAhead::new(u64::from(config.rsize), u64::from(config.max_read_ahead));
+        Self {
+            nfs,
+            fh,
+            config,
+            budget,
+            epoch: Instant::now(),
+            state: Mutex::new(State {
+                wb,
+                pending: BTreeMap::new(),
+                busy: 0,
+                charged: 0,
+                ra,
+                cache: BTreeMap::new(),
+                cache_bytes: 0,
+                cache_epoch: 0,
+                stats: FileStats::default(),
+            }),
+            progress: Condvar::new(),
+        }
+    }
+
+    /// The file's handle.
+    pub fn handle(&self) -> FileHandle {
+        self.fh
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many (0 at or
+    /// past the end). Sees this client's own dirty data; a sequential reader
+    /// gets read-ahead.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<usize, NfsError> {
+        let mut st = self.pump(self.lock());
+        let size = st.wb.size();
+        if offset >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let len = (buf.len() as u64).min(size - offset);
+        let end = offset + len;
+        let buf = &mut buf[..len as usize];
+        let max_ahead = u64::from(self.config.max_read_ahead);
+        st.evict(offset, len.saturating_add(max_ahead));
+        let prefetch = st.ra.on_read(offset, len, size).map(|r| {
+            let room = max_ahead.saturating_sub(st.cache_bytes);
+            let to = r.end.min(r.start + room);
+            if to < r.end {
+                st.ra.cancel(to);
+            }
+            r.start..to
+        });
+        let epoch = st.cache_epoch;
+        let held = st.wb.snapshot(offset, len);
+        drop(st);
+        if let Some(r) = prefetch.filter(|r| !r.is_empty()) {
+            self.prefetch(r, epoch);
+        }
+        let mut pos = offset;
+        while pos < end {
+            pos = self.read_piece(pos, offset, buf)?;
+        }
+        lay(offset, buf, &held);
+        self.lock().wb.overlay(offset, buf);
+        Ok(buf.len())
+    }
+
+    /// Writes `data` at `offset` into the file's dirty data; returns
+    /// `data.len()`. Blocks while the file has its cap of WRITEs outstanding
+    /// with more completed chunks to send, and flushes the file when the
+    /// mount's budget is congested. A deferred error from earlier WRITEs is
+    /// returned instead (once), and nothing is written.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<usize, NfsError> {
+        let mut st = self.lock();
+        st.wb.handle_write(self.now(), offset, data)?;
+        st.invalidate(offset, offset + data.len() as u64);
+        st = self.pump(st);
+        if st.wb.writer_should_wait() {
+            st.stats.writer_waits += 1;
+            st = self.drive_until(st, |s| !s.wb.writer_should_wait())?;
+        }
+        if self.budget.is_congested() && st.wb.held_bytes() > 0 {
+            st.stats.budget_waits += 1;
+            let t = st.wb.request_sync();
+            let budget = &self.budget;
+            st = self.drive_until(st, |s| !budget.is_congested() || s.wb.is_synced(t))?;
+        }
+        drop(st);
+        Ok(data.len())
+    }
+
+    /// Sends everything written so far and waits for the replies (data may
+    /// still be UNSTABLE on the server). Returns a deferred error, once.
+    pub fn flush(&self) -> Result<(), NfsError> {
+        let mut st = self.lock();
+        let t = st.wb.request_flush();
+        st = self.drive_until(st, |s| s.wb.is_flushed(t))?;
+        st.wb.take_error().map_or(Ok(()), Err)
+    }
+
+    /// Flushes, COMMITs, and sends again (then commits again) whatever a
+    /// server restart lost, until everything written so far is stable.
+    /// Returns a deferred error, once.
+    pub fn fsync(&self) -> Result<(), NfsError> {
+        let mut st = self.lock();
+        let t = st.wb.request_sync();
+        st = self.drive_until(st, |s| s.wb.is_synced(t))?;
+        st.wb.take_error().map_or(Ok(()), Err)
+    }
+
+    /// Close-to-open: [`fsync`](Self::fsync), and the read-ahead is dropped
+    /// (the next open sees other clients' changes). The file stays usable.
+    pub fn close(&self) -> Result<(), NfsError> {
+        let result = self.fsync();
+        let mut st = self.lock();
+        st.invalidate(0, u64::MAX);
+        st.ra.reset();
+        result
+    }
+
+    /// The server's attributes, after sending what was dirty when called
+    /// (so mtime is current). The flush is bounded: a sequential writer
+    /// holds at most its cap of WRITEs and about two chunks. `size` is the
+    /// larger of the server's and the end of the data held here.
+    pub fn getattr(&self) -> Result<Fattr3, NfsError> {
+        let mut st = self.lock();
+        let t = st.wb.request_flush();
+        st = self.drive_until(st, |s| s.wb.is_flushed(t))?;
+        drop(st);
+        let mut attr = self.nfs.getattr(&self.fh)?;
+        let mut st = self.lock();
+        st.wb.set_server_size(attr.size);
+        attr.size = st.wb.size();
+        Ok(attr)
+    }
+
+    /// Sets the size to `size`: dirty data beyond it is dropped, WRITEs in
+    /// flight beyond it are waited for, then SETATTR. Returns the new
+    /// attributes.
+    pub fn truncate(&self, size: u64) -> Result<Fattr3, NfsError> {
+        let mut st = self.lock();
+        st.wb.handle_truncate(size);
+        st.invalidate(size, u64::MAX);
+        st = self.drive_until(st, |s| !s.wb.inflight_beyond(size))?;
+        drop(st);
+        let attrs = Sattr3 {
+            size: Some(size),
+            ..Sattr3::default()
+        };
+        let wcc = self.nfs.setattr(&self.fh, &attrs, None)?;
+        let mut attr = match wcc.after {
+            Some(a) => a,
+            None => self.nfs.getattr(&self.fh)?,
+        };
+        let mut st = self.lock();
+        st.wb.set_server_size(attr.size);
+        attr.size = st.wb.size();
+        Ok(attr)
+    }
+
+    /// The client's view of the size, dirty data included.
+    pub fn size(&self) -> u64 {
+        self.lock().wb.size()
+    }
+
+    /// Bytes this file holds that the server has not made stable.
+    pub fn held_bytes(&self) -> u64 {
+        self.lock().wb.held_bytes()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> FileStats {
+        let st = self.lock();
+        let w = st.wb.stats();
+        FileStats {
+            writes_sent: w.writes_sent,
+            bytes_written: w.bytes_sent,
+            early_writes: w.early_writes,
+            expired_writes: w.expired_writes,
+            file_sync_writes: w.file_sync_writes,
+            commits_sent: w.commits_sent,
+            resent_bytes: w.resent_bytes,
+            short_writes: w.short_writes,
+            verifier_changes: w.verifier_changes,
+            write_errors: w.errors,
+            max_outstanding: w.max_outstanding,
+            ..st.stats.clone()
+        }
+    }
+
+    // ----- driving the engine -----
+
+    fn now(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Brings the budget in line with what the engine holds.
+    fn charge(&self, st: &mut State) {
+        let held = st.wb.held_bytes();
+        if held > st.charged {
+            self.budget.charge(held - st.charged);
+        } else if held < st.charged {
+            self.budget.release(st.charged - held);
+        }
+        st.charged = held;
+    }
+
+    /// Hands replies that have already arrived to the engine.
+    fn collect_ready(&self, st: &mut State) {
+        while let Some(entry) = st.pending.first_entry() {
+            if !entry.get().is_ready() {
+                break;
+            }
+            let (id, call) = entry.remove_entry();
+            let outcome = call.wait(); // ready: does not block
+            st.wb.handle_write_reply(self.now(), id, outcome.map(reply));
+        }
+    }
+
+    /// Sends everything the engine asks for, dropping the lock around each
+    /// call.
+    fn pump<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        loop {
+            self.collect_ready(&mut st);
+            let Some(action) = st.wb.poll_action(self.now()) else {
+                self.charge(&mut st);
+                return st;
+            };
+            st.busy += 1;
+            drop(st);
+            let sent = match action {
+                Action::Write(w) => Sent::Write(
+                    w.id,
+                    self.nfs
+                        .start_write(&self.fh, w.offset, w.data.as_slice(), w.stable),
+                ),
+                Action::Commit(id) => {
+                    Sent::Commit(id, self.nfs.commit(&self.fh, 0, 0).map(|(v, _)| v))
+                }
+            };
+            st = self.lock();
+            st.busy -= 1;
+            match sent {
+                Sent::Write(id, Ok(call)) => {
+                    st.pending.insert(id, call);
+                }
+                Sent::Write(id, Err(e)) => st.wb.handle_write_reply(self.now(), id, Err(e)),
+                Sent::Commit(id, r) => st.wb.handle_commit_reply(id, r),
+            }
+            self.charge(&mut st);
+            self.progress.notify_all();
+        }
+    }
+
+    /// Waits for one reply: collects the oldest outstanding WRITE, or, if
+    /// other threads hold them all, waits until one of them is done.
+    fn wait_progress<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+    ) -> Result<MutexGuard<'a, State>, NfsError> {
+        if let Some((id, call)) = st.pending.pop_first() {
+            st.busy += 1;
+            drop(st);
+            let outcome = call.wait();
+            st = self.lock();
+            st.busy -= 1;
+            st.wb.handle_write_reply(self.now(), id, outcome.map(reply));
+            self.charge(&mut st);
+            self.progress.notify_all();
+            return Ok(st);
+        }
+        if st.busy == 0 {
+            return Err(stalled());
+        }
+        Ok(self
+            .progress
+            .wait(st)
+            .unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Sends and collects until `done` holds.
+    fn drive_until<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        mut done: impl FnMut(&State) -> bool,
+    ) -> Result<MutexGuard<'a, State>, NfsError> {
+        loop {
+            st = self.pump(st);
+            if done(&st) {
+                return Ok(st);
+            }
+            st = self.wait_progress(st)?;
+        }
+    }
+
+    // ----- reading -----
+
+    /// Sends READs for `range` (in `rsize` pieces) and caches them, unless a
+    /// write came in between.
+    fn prefetch(&self, range: Range<u64>, epoch: u64) {
+        let rsize = u64::from(self.config.rsize);
+        let mut calls = Vec::new();
+        let mut pos = range.start;
+        while pos < range.end {
+            let n = (range.end - pos).min(rsize);
+            // Read-ahead never waits for a transport slot: an uncollected
+            // READ holds its slot, so waiting here could wait on ourselves.
+            match self.nfs.try_start_read(&self.fh, pos, n as u32) {
+                Ok(Some(call)) => calls.push((pos, n, call)),
+                Ok(None) | Err(_) => break,
+            }
+            pos += n;
+        }
+        let mut st = self.lock();
+        st.stats.read_ahead_reads += calls.len() as u64;
+        if st.cache_epoch != epoch {
+            st.ra.cancel(range.start);
+            return;
+        }
+        if pos < range.end {
+            st.ra.cancel(pos);
+        }
+        for (at, len, call) in calls {
+            // No write since `epoch`: what is held now was held when sent.
+            let held = st.wb.snapshot(at, len);
+            st.cache_insert(at, Cached::Pending { len, call, held });
+        }
+    }
+
+    /// Fills `buf` (the bytes at `base`) from `pos` on, from read-ahead or a
+    /// READ; returns the new position.
+    fn read_piece(&self, pos: u64, base: u64, buf: &mut [u8]) -> Result<u64, NfsError> {
+        let end = base + buf.len() as u64;
+        let at = (pos - base) as usize;
+        let mut st = self.lock();
+        let hit = st
+            .cache
+            .range(..=pos)
+            .next_back()
+            .map(|(k, c)| (*k, c.len(), matches!(c, Cached::Ready { .. })));
+        match hit {
+            Some((key, len, true)) => {
+                if let Some(Cached::Ready { data }) = st.cache.get(&key) {
+                    let have = key + len;
+                    if pos < have {
+                        let n = (have.min(end) - pos) as usize;
+                        let from = (pos - key) as usize;
+                        buf[at..at + n].copy_from_slice(&data[from..from + n]);
+                        st.stats.read_ahead_hit_bytes += n as u64;
+                        return Ok(pos + n as u64);
+                    }
+                }
+            }
+            Some((key, len, false)) if pos < key + len => {
+                let epoch = st.cache_epoch;
+                if let Some(Cached::Pending { call, held, .. }) = st.uncache(key) {
+                    drop(st);
+                    let mut data = vec![0u8; len as usize];
+                    if let Ok(out) = call.wait_into(&mut data) {
+                        // Past the server's end of file: zeros (a hole, or
+                        // this client's data, laid next).
+                        if out.eof {
+                            data[out.count..].fill(0);
+                        } else {
+                            data.truncate(out.count);
+                        }
+                        lay(key, &mut data, &held);
+                        let mut st = self.lock();
+                        if st.cache_epoch == epoch && !st.cache.contains_key(&key) {
+                            st.cache_insert(key, Cached::Ready { data });
+                            // The next round serves it from the cache.
+                            return Ok(pos);
+                        }
+                    }
+                    // Written meanwhile, or failed: read it afresh.
+                    return self.read_server(pos, base, buf);
+                }
+            }
+            _ => {}
+        }
+        drop(st);
+        self.read_server(pos, base, buf)
+    }
+
+    /// One READ of at most `rsize` at `pos` into `buf` (the bytes at
+    /// `base`); returns the new position. Past the server's end of file the
+    /// rest of `buf` is zeros (this client's data is laid over it later).
+    fn read_server(&self, pos: u64, base: u64, buf: &mut [u8]) -> Result<u64, NfsError> {
+        let end = base + buf.len() as u64;
+        let at = (pos - base) as usize;
+        let n = (end - pos).min(u64::from(self.config.rsize)) as usize;
+        let out = self
+            .nfs
+            .start_read(&self.fh, pos, n as u32)?
+            .wait_into(&mut buf[at..at + n])?;
+        self.lock().stats.reads_sent += 1;
+        if out.count == 0 || (out.eof && out.count < n) {
+            buf[at + out.count..].fill(0);
+            return Ok(end);
+        }
+        Ok(pos + out.count as u64)
+    }
+}
+
+/// Copies the parts of `pieces` inside `buf` (the bytes at `base`), in order.
+fn lay(base: u64, buf: &mut [u8], pieces: &[(u64, Vec<u8>)]) {
+    let end = base + buf.len() as u64;
+    for (at, bytes) in pieces {
+        let s = (*at).max(base);
+        let e = (at + bytes.len() as u64).min(end);
+        if s < e {
+            buf[(s - base) as usize..(e - base) as usize]
+                .copy_from_slice(&bytes[(s - at) as usize..(e - at) as usize]);
+        }
+    }
+}
+
+impl Drop for NfsFile {
+    fn drop(&mut self) {
+        if self.lock().wb.held_bytes() > 0 {
+            let _ = self.fsync();
+        }
+        let charged = std::mem::take(&mut self.lock().charged);
+        self.budget.release(charged);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn nfs_file_is_send_and_sync() {
+        assert_send_sync::<NfsFile>();
+        assert_send_sync::<DirtyBudget>();
+    }
+
+    #[test]
+    fn the_budget_is_congested_from_the_limit_to_three_quarters() {
+        let b = DirtyBudget::new(1000);
+        b.charge(999);
+        assert!(!b.is_congested());
+        b.charge(1);
+        assert!(b.is_congested());
+        b.release(200);
+        assert!(b.is_congested(), "800 is above 3/4");
+        b.release(51);
+        assert!(!b.is_congested(), "749 is below 3/4");
+        b.charge(100);
+        assert!(!b.is_congested(), "off until the limit again");
+        assert_eq!(b.dirty_bytes(), 849);
+        let unlimited = DirtyBudget::new(0);
+        unlimited.charge(u64::MAX / 2);
+        assert!(!unlimited.is_congested());
+    }
+}

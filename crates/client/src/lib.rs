@@ -5,7 +5,7 @@
 //! - [`Session`]: an export mounted from an `nfs://` [`NfsUrl`].
 //! - [`SyncConnection`]: a minimal one-call-at-a-time connection for tests
 //!   that need to control XIDs or send raw bytes.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod error;
@@ -20,6 +20,7 @@ pub mod url;
 pub mod writeback;
 
 pub use error::{nfsstat_errno, ClientError, NfsError};
+pub use file::{DirtyBudget, FileStats, IoConfig, NfsFile};
 pub use nfs::{
     Created, DirEntry, DirPage, DirPlusEntry, Export, NfsClient, PendingRead, PendingWrite,
     ReadOutcome, WriteOutcome,

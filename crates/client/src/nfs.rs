@@ -384,6 +384,31 @@ impl NfsClient {
         )?))
     }
 
+    /// [`start_read`](Self::start_read) only if the transport has a free
+    /// slot now (`None` otherwise): for read-ahead, which must never wait.
+    pub fn try_start_read(
+        &self,
+        fh: &FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> Result<Option<PendingRead>, NfsError> {
+        let args = ReadArgs {
+            file: fh.as_fh3(),
+            offset,
+            count,
+        };
+        Ok(self
+            .rpc
+            .try_submit(
+                &self.cred,
+                NFS_PROGRAM,
+                NFS_V3,
+                u32::from(NfsProc3::Read),
+                &args,
+            )?
+            .map(PendingRead))
+    }
+
     /// Sends a WRITE without waiting for it.
     pub fn start_write(
         &self,

@@ -44,6 +44,138 @@ pub(crate) enum Which {
     /// NFS per-call costs against directory size and open files (no O(n)).
     #[command(long_about = NFS_ABOUT)]
     Nfs(NfsArgs),
+    /// Closed-loop calls through the rnfs client library against any server.
+    #[command(long_about = CLIENT_ABOUT)]
+    Client(ClientArgs),
+    /// Parallel writers beside a stat / ls -l loop on a mounted file system.
+    #[command(long_about = WRITEBACK_ABOUT)]
+    Writeback(WritebackArgs),
+}
+
+const CLIENT_ABOUT: &str = "\
+Drives any NFSv3 server through the rnfs client library: --threads threads \
+share one client (one TCP connection unless --connections), each with one call \
+in flight, repeating --op for --duration seconds after --warmup. READ and WRITE \
+go to random --size-aligned offsets of a --file-size test file \
+(rnfs-bench-client.dat, created in the export's root and reused). Reports \
+calls/s, MB/s, latency percentiles, this process's CPU time per call and, when \
+the client was built with the lock-stats feature, lock acquisitions per call.
+
+Example (seed 002: 32 KiB random reads):
+  rnfs bench client --url nfs://127.0.0.1:2049/srv --op read --size 32768 --threads 8,16,64";
+
+const WRITEBACK_ABOUT: &str = "\
+Seed 003: --writers threads each write --size bytes sequentially (write(2) of \
+--block bytes) to their own new file in --dir and close it, while one more \
+thread loops: stat() every file being written, then `ls -l` the directory \
+(readdir plus an lstat per entry), pausing --interval-ms between rounds. \
+Reports the writers' aggregate MB/s (first write to last close) and the \
+latency of stat() and of one `ls -l`. Point --dir at a mounted NFS file system \
+(e.g. `rnfs mount -o wb_max_outstanding=16` vs `=0`); bench/writeback.sh runs \
+both side by side.";
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => {
+            let mult = match t[i..].to_ascii_lowercase().as_str() {
+                "k" | "kib" => 1u64 << 10,
+                "m" | "mib" => 1 << 20,
+                "g" | "gib" => 1 << 30,
+                "t" | "tib" => 1 << 40,
+                other => return Err(format!("unknown size suffix {other:?} (use K, M, G or T)")),
+            };
+            (&t[..i], mult)
+        }
+        None => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("not a size: {s:?}"))
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum ClientOpArg {
+    /// NULL calls.
+    Null,
+    /// GETATTR of the test file.
+    Getattr,
+    /// READ at random offsets.
+    Read,
+    /// UNSTABLE WRITE at random offsets.
+    Write,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum LoadModeArg {
+    /// --threads OS threads, blocking calls.
+    Threads,
+    /// --threads tasks on one tokio thread, async calls.
+    Async,
+}
+
+/// Options of `rnfs bench client`.
+#[derive(Debug, Args)]
+pub(crate) struct ClientArgs {
+    /// The export, as nfs://host[:port]/export.
+    #[arg(long)]
+    url: String,
+    /// Calls to make (comma separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [ClientOpArg::Read])]
+    op: Vec<ClientOpArg>,
+    /// Thread counts (comma separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [8, 16, 64],
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    threads: Vec<u32>,
+    /// Concurrency by OS threads making blocking calls, or by tasks on one
+    /// thread awaiting the async API.
+    #[arg(long, value_enum, default_value_t = LoadModeArg::Threads)]
+    mode: LoadModeArg,
+    /// TCP connections of the client.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    connections: u32,
+    /// READ/WRITE size (K, M suffixes).
+    #[arg(long, default_value = "32K", value_parser = parse_size)]
+    size: u64,
+    /// Size of the test file (K, M, G suffixes).
+    #[arg(long, default_value = "256M", value_parser = parse_size)]
+    file_size: u64,
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Unmeasured warm-up seconds before each run.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Repetitions (medians are reported).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
+    /// Also write every run as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// Options of `rnfs bench writeback`.
+#[derive(Debug, Args)]
+pub(crate) struct WritebackArgs {
+    /// Directory on the file system under test.
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+    /// Parallel writers.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    writers: u32,
+    /// Bytes per writer (K, M, G suffixes).
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    size: u64,
+    /// Bytes per write(2).
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    block: u64,
+    /// Pause between stat-loop rounds, in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    interval_ms: u64,
+    /// Also write the result as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 const NFS_ABOUT: &str = "\
@@ -196,7 +328,111 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.which {
         Which::Sched(a) => run_sched(a),
         Which::Nfs(a) => run_nfs(a),
+        Which::Client(a) => run_client(a),
+        Which::Writeback(a) => run_writeback(a),
     }
+}
+
+fn write_json<T: serde::Serialize>(path: Option<PathBuf>, value: &T) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        std::fs::write(&path, serde_json::to_string_pretty(value)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn run_client(a: ClientArgs) -> anyhow::Result<()> {
+    use rnfs_bench::client::{client_load, ClientLoadParams, ClientOp};
+    let url = rnfs_client::NfsUrl::parse(&a.url)?;
+    let size = u32::try_from(a.size)
+        .ok()
+        .filter(|s| (1..=1 << 20).contains(s))
+        .context("--size must be 1 to 1M")?;
+    let mut all = Vec::new();
+    println!(
+        "{:<8} {:>7} {:>12} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "op", "threads", "calls/s", "MB/s", "p50 us", "p99 us", "max us", "cpu us/op", "locks/op"
+    );
+    for &op in &a.op {
+        let op = match op {
+            ClientOpArg::Null => ClientOp::Null,
+            ClientOpArg::Getattr => ClientOp::Getattr,
+            ClientOpArg::Read => ClientOp::Read,
+            ClientOpArg::Write => ClientOp::Write,
+        };
+        for &threads in &a.threads {
+            let mut runs = Vec::new();
+            for _ in 0..a.repeat {
+                runs.push(client_load(&ClientLoadParams {
+                    url: url.clone(),
+                    op,
+                    threads,
+                    mode: match a.mode {
+                        LoadModeArg::Threads => rnfs_bench::client::LoadMode::Threads,
+                        LoadModeArg::Async => rnfs_bench::client::LoadMode::Async,
+                    },
+                    connections: a.connections,
+                    size,
+                    file_size: a.file_size,
+                    warmup: seconds("warmup", a.warmup)?,
+                    duration: seconds("duration", a.duration)?,
+                })?);
+            }
+            let med = |f: &dyn Fn(&rnfs_bench::client::ClientLoadRow) -> f64| {
+                let mut v: Vec<f64> = runs.iter().map(f).collect();
+                rnfs_bench::report::median(&mut v)
+            };
+            let locks = med(&|r| r.locks_per_call.unwrap_or(f64::NAN));
+            println!(
+                "{:<8} {:>7} {:>12.0} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.2} {:>10}",
+                format!("{op:?}").to_lowercase(),
+                threads,
+                med(&|r| r.calls_per_sec),
+                med(&|r| r.mb_per_sec),
+                med(&|r| r.latency.p50 as f64) / 1e3,
+                med(&|r| r.latency.p99 as f64) / 1e3,
+                med(&|r| r.latency.max as f64) / 1e3,
+                med(&|r| r.cpu_us_per_call),
+                if locks.is_nan() {
+                    "-".to_owned()
+                } else {
+                    format!("{locks:.2}")
+                },
+            );
+            all.extend(runs);
+        }
+    }
+    write_json(a.json, &all)
+}
+
+fn run_writeback(a: WritebackArgs) -> anyhow::Result<()> {
+    let p = rnfs_bench::client::WritebackParams {
+        dir: a.dir,
+        writers: a.writers,
+        size: a.size,
+        block: usize::try_from(a.block)
+            .ok()
+            .filter(|b| *b >= 1)
+            .context("--block must be at least 1")?,
+        interval: Duration::from_millis(a.interval_ms),
+    };
+    let row = rnfs_bench::client::writeback(&p)?;
+    println!(
+        "writers {} x {} MiB: {:.1} MB/s in {:.1} s; stat p50 {:.2} ms p99 {:.2} ms max {:.2} ms ({} calls); ls -l p50 {:.2} ms p99 {:.2} ms max {:.2} ms ({} runs)",
+        p.writers,
+        p.size >> 20,
+        row.write_mb_per_sec,
+        row.seconds,
+        row.stat.p50 as f64 / 1e6,
+        row.stat.p99 as f64 / 1e6,
+        row.stat.max as f64 / 1e6,
+        row.stat.count,
+        row.ls_l.p50 as f64 / 1e6,
+        row.ls_l.p99 as f64 / 1e6,
+        row.ls_l.max as f64 / 1e6,
+        row.ls_l.count,
+    );
+    write_json(a.json, &row)
 }
 
 fn run_nfs(a: NfsArgs) -> anyhow::Result<()> {

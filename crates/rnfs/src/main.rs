@@ -17,16 +17,24 @@ mod mount;
 mod serve;
 
 const LONG_ABOUT: &str = "\
-rnfs is a userspace NFSv3 server. Calls arrive over TCP; one poller thread per \
-scheduler pool turns socket readiness into work, and a pool of service threads, \
-scheduled the way the Linux kernel's nfsd schedules its threads (a lock-free queue \
-of ready connections and one thread waking at a time), reads, decodes and answers \
-them. The scheduler policy, the pool layout and the thread counts are options, so \
-the policies can be compared under load.
+rnfs is a userspace NFSv3 server and client.
+
+`rnfs serve` exports directories over NFSv3 and MOUNT v3. Calls arrive over \
+TCP; one poller thread per scheduler pool turns socket readiness into work, \
+and a pool of service threads, scheduled the way the Linux kernel's nfsd \
+schedules its threads (a lock-free queue of ready connections and one thread \
+waking at a time), reads, decodes and answers them. The scheduler policy, the \
+pool layout and the thread counts are options, so the policies can be \
+compared under load.
+
+`rnfs mount` mounts any NFSv3 export on a local directory through FUSE, with \
+write-behind flow control; `rnfs ls`, `stat`, `cat`, `cp`, `mv`, `rm`, \
+`mkdir` and `df` work on nfs://host[:port]/export/path URLs directly, like \
+their coreutils namesakes. `rnfs bench` runs the benchmarks.
 
 Logging goes to standard error; choose the level with --log or RUST_LOG.";
 
-/// A userspace NFSv3 server.
+/// A userspace NFSv3 server and client.
 #[derive(Debug, Parser)]
 #[command(name = "rnfs", version, long_about = LONG_ABOUT, propagate_version = true)]
 struct Cli {

@@ -1,19 +1,111 @@
-//! `rnfs mount`: an NFS export as a FUSE file system (being built).
+//! `rnfs mount`: an NFS export as a FUSE file system.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use nix::sys::signal::{SigSet, Signal};
+use rnfs_client::NfsUrl;
+use rnfs_fuse::{MountOptions, Unmounted};
+
+/// The long help. `main.rs` gives the subcommand a one-line doc comment,
+/// which replaces a struct-level `long_about`, so all of it goes after the
+/// options.
+const MOUNT_HELP: &str = "\
+Mounts an NFSv3 export on a local directory through FUSE, using the rnfs client. \
+The URL is nfs://host[:port]/export[/path][?mountport=N]: a path below the export \
+mounts that directory. Without a port the server's portmapper is asked, then 2049.
+
+rnfs mount stays in the foreground (it never daemonizes; run it under systemd, \
+nohup or `&`) and serves the mount until it is unmounted: `umount MOUNTPOINT` \
+(or `fusermount3 -u`) from anywhere, or SIGINT/SIGTERM to rnfs mount, which writes \
+back every open file, unmounts (detaching the mount and aborting its FUSE \
+connection if it is busy) and exits 0.
+
+Semantics are the Linux NFS client's: close-to-open consistency (open revalidates \
+the attributes, close writes back and COMMITs), attributes cached between acregmin \
+and acregmax seconds (acdirmin/acdirmax for directories, the timeout doubling \
+while the object does not change), permission checks made by the server with the \
+caller's uid, gid and groups. Writes go through the client's write-behind engine. \
+Mounted by root, the mount is allow_other, like a kernel NFS mount. Unlinking an \
+open file renames it to .rnfs* until its last close. Not supported: NFS locking \
+(locks are local, as with nolock), extended attributes, RENAME_EXCHANGE.
+
+Mount options (-o, comma-separated, as mount.nfs spells them):
+  ro, rw                  read-only or read-write (rw)
+  acregmin=S, acregmax=S  attribute cache bounds for files (3, 60)
+  acdirmin=S, acdirmax=S  attribute cache bounds for directories (30, 60)
+  actimeo=S               all four at once
+  noac                    no attribute caching
+  cto, nocto              close-to-open revalidation on open (cto)
+  timeo=DS                RPC timeout in deciseconds (600)
+  retrans=N               retransmissions before a soft mount fails a call (2)
+  hard, soft              retry for ever, or fail after retrans (soft)
+  nconnect=N              TCP connections to the server, 1-16 (1)
+  rsize=B, wsize=B        READ/WRITE size, 4096-1048576 (the server's preference)
+  wb_max_outstanding=N    WRITEs in flight per file (write-behind; 0 = legacy,
+                          synchronous writes)
+  wb_dirty_mb=M           dirty MiB all files may hold before writers wait (256)
+  threads=N               threads serving FUSE requests (16)
+  allow_other, noallow_other
+                          let other users use the mount (default: when root)
+  vers=3, proto=tcp, sec=sys, nolock, defaults, _netdev, ...: accepted, no effect
+
+Examples:
+  rnfs mount nfs://server/export /mnt
+  rnfs mount -o ro,actimeo=5 nfs://10.0.0.2:2049/data/projects /mnt/projects
+  rnfs mount -o wb_max_outstanding=0 nfs://server/export /mnt   # write-behind off
+  umount /mnt                                                   # ends rnfs mount";
 
 /// `rnfs mount` arguments.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = MOUNT_HELP)]
 pub(crate) struct MountArgs {
+    /// Mount options, comma-separated (see --help); may be given more than once.
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    options: Vec<String>,
+    /// Stay in the foreground (always the case; accepted for compatibility).
+    #[arg(short = 'f', long)]
+    foreground: bool,
     /// The export, as nfs://host[:port]/export[/path].
     url: String,
-    /// Where to mount it.
-    mountpoint: std::path::PathBuf,
+    /// Where to mount it (an existing directory).
+    mountpoint: PathBuf,
 }
 
 /// Mounts and serves until unmounted.
 pub(crate) fn run(args: MountArgs) -> anyhow::Result<()> {
-    anyhow::bail!(
-        "rnfs mount {} {}: not built yet",
-        args.url,
-        args.mountpoint.display()
-    )
+    let url = NfsUrl::parse(&args.url)?;
+    let mut options = MountOptions::default();
+    for list in &args.options {
+        options.apply(list)?;
+    }
+    // Block the signals before any thread starts: every thread inherits the
+    // mask, so only the waiting thread below takes them.
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    signals
+        .thread_block()
+        .context("cannot block SIGINT/SIGTERM")?;
+    let handle = rnfs_fuse::spawn(&url, &args.mountpoint, options)?;
+    let unmounter = handle.unmounter();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || loop {
+            let Ok(signal) = signals.wait() else {
+                return;
+            };
+            tracing::info!("{signal}: unmounting");
+            match unmounter.unmount() {
+                Ok(Unmounted::Clean) => {}
+                Ok(Unmounted::Detached { aborted }) => {
+                    tracing::warn!("the mount was busy: detached (connection aborted: {aborted})");
+                }
+                Err(e) => tracing::error!("{e}"),
+            }
+        })
+        .context("cannot start the signal thread")?;
+    handle.join()?;
+    tracing::info!("unmounted {}", args.mountpoint.display());
+    Ok(())
 }

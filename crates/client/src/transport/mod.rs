@@ -1,18 +1,55 @@
 //! The RPC transport: one [`RpcClient`] multiplexes many concurrent calls over
-//! TCP connections to one server.
+//! TCP connections to one server (Linux's SUNRPC client transport, in user
+//! space).
 //!
-//! TEMPORARY: this first version serialises calls behind one mutex; the
-//! multiplexed slot-table transport replaces the body, not the API.
+//! - Each connection has a slot table (`slots.rs`): a call holds a slot from
+//!   reservation to reply, its XID carries the slot index, and when every
+//!   slot is taken callers queue in a FIFO backlog that is handed freed slots
+//!   directly.
+//! - Sends go through a lock-free queue drained by whoever holds the send
+//!   lock (`conn.rs`). Replies are read by whoever holds the read role
+//!   (`lead.rs`): a blocking caller waiting for its reply reads the socket
+//!   itself (no thread switch), delivering other calls' replies to their
+//!   slots on the way; the connection's reader thread reads for async and
+//!   submitted calls. The caller decodes its reply.
+//! - A call without a reply after `timeout` is retransmitted with the same
+//!   XID; a dropped connection is re-established and every outstanding call
+//!   sent again (`call.rs`).
+//! - With `connections` > 1 (nconnect), calls go round-robin over several
+//!   connections, each with its own slot table.
+//!
+//! Locks on the per-call path: the send lock (once per drain, not per call
+//! when calls are concurrent), the read role (once per stint of a blocking
+//! reader) and the backlog mutex (only when every slot is in use);
+//! [`crate::lockstat`] counts them.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::sync::{Arc, Mutex};
+mod call;
+mod conn;
+mod lead;
+mod slots;
+mod socket;
+mod sync;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use rnfs_rpc::{decode_reply, encode_call, Auth, AuthSys, Gids, RecordDecoder, ReplyStatus};
+use rnfs_rpc::{begin_record, encode_call_header, finish_record, Auth, AuthSys, Gids};
 use rnfs_xdr::{DecodeError, Encode, Reader, Writer};
 
 use crate::error::ClientError;
+
+#[cfg(all(feature = "async", not(loom)))]
+pub use call::CallFuture;
+pub use call::PendingCall;
+
+use call::{reserve_blocking, CallState};
+use conn::Conn;
+use sync::Ordering;
 
 /// Who a call is made as: an AUTH_SYS credential.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -69,7 +106,8 @@ pub struct ClientOptions {
     /// Retry for ever instead of failing (Linux `hard`).
     pub hard: bool,
     /// The most calls in flight per connection; the slot table grows on
-    /// demand up to this (Linux `tcp_max_slot_table_entries`).
+    /// demand up to this (Linux `tcp_max_slot_table_entries`, there 65536;
+    /// 1024 here). A submitted call holds its slot until it is collected.
     pub max_slots: u32,
     /// TCP connections per client, used round-robin (Linux `nconnect`).
     pub connections: u32,
@@ -85,7 +123,7 @@ impl Default for ClientOptions {
             timeout: Duration::from_secs(60),
             retrans: 2,
             hard: false,
-            max_slots: 128,
+            max_slots: 1024,
             connections: 1,
             max_reply: (1 << 20) + (64 << 10),
             connect_timeout: Duration::from_secs(10),
@@ -94,56 +132,114 @@ impl Default for ClientOptions {
 }
 
 /// A thread-safe RPC client for one server. Cloning is cheap and shares the
-/// connections.
+/// connections; when the last clone is dropped the connections close, their
+/// reader threads exit, and calls still waiting get [`ClientError::Shutdown`].
 #[derive(Debug, Clone)]
 pub struct RpcClient {
-    inner: Arc<Inner>,
+    shared: Arc<Shared>,
 }
 
 #[derive(Debug)]
-struct Inner {
+struct Shared {
     peer: SocketAddr,
     options: ClientOptions,
-    conn: Mutex<Conn>,
+    conns: Box<[Arc<Conn>]>,
+    /// Round-robin cursor over `conns` (Relaxed: any spread is fine).
+    next_conn: AtomicUsize,
 }
 
-#[derive(Debug)]
-struct Conn {
-    stream: TcpStream,
-    decoder: RecordDecoder,
-    xid: u32,
-    out: Vec<u8>,
+impl Drop for Shared {
+    fn drop(&mut self) {
+        for conn in self.conns.iter() {
+            conn.close();
+        }
+    }
+}
+
+/// Transport counters of one [`RpcClient`], summed over its connections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TransportStats {
+    /// Calls that finished (replied, failed or timed out).
+    pub calls: u64,
+    /// Retransmissions after a timeout.
+    pub retransmits: u64,
+    /// Connections re-established after a failure.
+    pub reconnects: u64,
+    /// Replies dropped because no call waited for their XID (late, duplicate
+    /// or unknown).
+    pub unknown_replies: u64,
+    /// Calls that waited in a backlog for a free slot.
+    pub backlog_waits: u64,
+    /// Slots in circulation (grown on demand up to `max_slots` per connection).
+    pub slots: u64,
+    /// TCP connections.
+    pub connections: u64,
 }
 
 impl RpcClient {
-    /// Connects to the RPC server at `addr`.
+    /// Connects to the RPC server at `addr` (`options.connections` TCP
+    /// connections, at least one).
     pub fn connect(addr: SocketAddr, options: ClientOptions) -> Result<Self, ClientError> {
-        let stream = TcpStream::connect_timeout(&addr, options.connect_timeout)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(options.timeout))?;
-        let decoder = RecordDecoder::new(options.max_reply);
+        let n = options.connections.max(1);
+        let seed = xid_seed();
+        let mut conns = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let conn_seed = seed.wrapping_add(i.wrapping_mul(0x9e37_79b9));
+            match Conn::connect(addr, options.clone(), conn_seed) {
+                Ok(c) => conns.push(c),
+                Err(e) => {
+                    // Stop the reader threads of those already connected.
+                    conns.iter().for_each(|c: &Arc<Conn>| c.close());
+                    return Err(e);
+                }
+            }
+        }
         Ok(Self {
-            inner: Arc::new(Inner {
+            shared: Arc::new(Shared {
                 peer: addr,
                 options,
-                conn: Mutex::new(Conn {
-                    stream,
-                    decoder,
-                    xid: 1,
-                    out: Vec::new(),
-                }),
+                conns: conns.into_boxed_slice(),
+                next_conn: AtomicUsize::new(0),
             }),
         })
     }
 
     /// The server's address.
     pub fn peer(&self) -> SocketAddr {
-        self.inner.peer
+        self.shared.peer
     }
 
     /// The options this client was made with.
     pub fn options(&self) -> &ClientOptions {
-        &self.inner.options
+        &self.shared.options
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> TransportStats {
+        let mut t = TransportStats {
+            connections: self.shared.conns.len() as u64,
+            ..TransportStats::default()
+        };
+        for c in self.shared.conns.iter() {
+            // Relaxed: statistics.
+            let s = &c.stats;
+            t.calls += s.calls.load(Ordering::Relaxed);
+            t.retransmits += s.retransmits.load(Ordering::Relaxed);
+            t.reconnects += s.reconnects.load(Ordering::Relaxed);
+            t.unknown_replies += s.unknown_replies.load(Ordering::Relaxed);
+            t.backlog_waits += s.backlog_waits.load(Ordering::Relaxed);
+            t.slots += u64::from(c.slots.allocated());
+        }
+        t
+    }
+
+    /// The next connection, round-robin.
+    fn pick(&self) -> &Arc<Conn> {
+        let conns = &self.shared.conns;
+        // Relaxed: only spreads calls; no data is published through it.
+        let i = self.shared.next_conn.fetch_add(1, StdOrdering::Relaxed);
+        &conns[i % conns.len()]
     }
 
     /// Calls `prog`/`vers`/`proc_` as `cred` with `args`, and decodes the
@@ -162,12 +258,17 @@ impl RpcClient {
         A: Encode + ?Sized,
         F: FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
     {
-        self.submit(cred, prog, vers, proc_, args)?.wait(decode)
+        let record = encode_request(cred, prog, vers, proc_, args);
+        let conn = self.pick();
+        let idx = reserve_blocking(conn)?;
+        // The caller waits at once: it reads its own reply (no reader wake-up).
+        PendingCall::new(CallState::start(Arc::clone(conn), idx, record, true)).wait(decode)
     }
 
     /// Sends a call and returns at once; [`PendingCall::wait`] collects the
     /// reply. Many calls may be pending on one client (write-behind and
-    /// read-ahead use this).
+    /// read-ahead use this). Blocks only while every slot of the chosen
+    /// connection is in use (the backlog).
     pub fn submit<A>(
         &self,
         cred: &Credential,
@@ -179,75 +280,98 @@ impl RpcClient {
     where
         A: Encode + ?Sized,
     {
-        let mut body = Vec::new();
-        args.encode(&mut Writer::new(&mut body));
-        let gids = Gids::new(&cred.gids[..cred.gids.len().min(16)]).unwrap_or_default();
-        let auth = Auth::Sys(AuthSys {
-            stamp: 0,
-            machine_name: cred.machine_name.as_bytes(),
-            uid: cred.uid,
-            gid: cred.gid,
-            gids,
-        });
-        let mut conn = self
-            .inner
-            .conn
-            .lock()
-            .map_err(|_| ClientError::Disconnected("poisoned".into()))?;
-        let conn = &mut *conn;
-        conn.xid = conn.xid.wrapping_add(1);
-        let xid = conn.xid;
-        conn.out.clear();
-        encode_call(xid, prog, vers, proc_, &auth, &body, &mut conn.out);
-        conn.stream.write_all(&conn.out)?;
-        loop {
-            if let Some(record) = conn
-                .decoder
-                .next_record()
-                .map_err(|e| ClientError::BadReply(e.to_string()))?
-            {
-                let reply =
-                    decode_reply(&record).map_err(|e| ClientError::BadReply(e.to_string()))?;
-                if reply.header.xid != xid {
-                    continue;
-                }
-                if reply.header.status != ReplyStatus::Success {
-                    return Err(ClientError::Rpc(reply.header.status));
-                }
-                let results_at = reply.results_offset;
-                return Ok(PendingCall { record, results_at });
-            }
-            let n = conn.stream.read(conn.decoder.read_buf())?;
-            if n == 0 {
-                return Err(ClientError::Disconnected(
-                    "server closed the connection".into(),
-                ));
-            }
-            conn.decoder.advance(n);
-        }
-    }
-}
-
-/// A call sent by [`RpcClient::submit`] whose reply has not been collected.
-/// Dropping it abandons the call.
-#[derive(Debug)]
-pub struct PendingCall {
-    record: Vec<u8>,
-    results_at: usize,
-}
-
-impl PendingCall {
-    /// Whether the reply has arrived ([`wait`](Self::wait) will not block).
-    pub fn is_ready(&self) -> bool {
-        true
+        let record = encode_request(cred, prog, vers, proc_, args);
+        let conn = self.pick();
+        let idx = reserve_blocking(conn)?;
+        Ok(PendingCall::new(CallState::start(
+            Arc::clone(conn),
+            idx,
+            record,
+            false,
+        )))
     }
 
-    /// Waits for the reply and decodes its results with `decode`.
-    pub fn wait<T, F>(self, decode: F) -> Result<T, ClientError>
+    /// [`submit`](Self::submit), but only if a slot is free now: `None`
+    /// instead of waiting in the backlog. For optional calls such as
+    /// read-ahead, which must not hold up (or wait behind) required ones.
+    pub fn try_submit<A>(
+        &self,
+        cred: &Credential,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &A,
+    ) -> Result<Option<PendingCall>, ClientError>
     where
+        A: Encode + ?Sized,
+    {
+        let conn = self.pick();
+        let Some(idx) = conn.slots.try_reserve() else {
+            return Ok(None);
+        };
+        let record = encode_request(cred, prog, vers, proc_, args);
+        Ok(Some(PendingCall::new(CallState::start(
+            Arc::clone(conn),
+            idx,
+            record,
+            false,
+        ))))
+    }
+
+    /// [`call`](Self::call) as a future. The arguments are encoded now; the
+    /// future waits for a slot (without blocking a thread), sends, and
+    /// resolves to the decoded results. It needs no particular runtime.
+    #[cfg(all(feature = "async", not(loom)))]
+    pub fn call_async<A, T, F>(
+        &self,
+        cred: &Credential,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &A,
+        decode: F,
+    ) -> CallFuture<T, F>
+    where
+        A: Encode + ?Sized,
         F: FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
     {
-        let mut r = Reader::new(&self.record[self.results_at..]);
-        decode(&mut r).map_err(|e| ClientError::BadReply(e.to_string()))
+        let record = encode_request(cred, prog, vers, proc_, args);
+        CallFuture::new(Arc::clone(self.pick()), record, decode)
     }
+}
+
+/// Encodes a record-marked call with XID 0 (patched in once a slot is held).
+fn encode_request<A: Encode + ?Sized>(
+    cred: &Credential,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    args: &A,
+) -> Vec<u8> {
+    let gids = Gids::new(&cred.gids[..cred.gids.len().min(16)]).unwrap_or_default();
+    let auth = Auth::Sys(AuthSys {
+        stamp: 0,
+        machine_name: cred.machine_name.as_bytes(),
+        uid: cred.uid,
+        gid: cred.gid,
+        gids,
+    });
+    let mut out = Vec::with_capacity(256);
+    let mark = begin_record(&mut out);
+    {
+        let mut w = Writer::new(&mut out);
+        encode_call_header(&mut w, 0, prog, vers, proc_, &auth);
+        args.encode(&mut w);
+    }
+    finish_record(&mut out, mark);
+    out
+}
+
+/// A starting XID that differs between clients and runs of the program.
+fn xid_seed() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
+        .unwrap_or(0);
+    nanos ^ std::process::id().rotate_left(16)
 }

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# bench/client-vs-libnfs.sh: the rnfs client library against libnfs, both
+# driving the same nfs-ganesha (VFS backend, loopback) with the same calls and
+# the same concurrency, runs alternating A/B. Prints a markdown table of
+# medians (with min..max over runs) and the ratio rnfs/libnfs.
+#
+#   bench/client-vs-libnfs.sh [--runs N] [--ops getattr,read,write]
+#                             [--depths 1,16] [--size BYTES] [--duration S]
+#
+# rnfs: `rnfs bench client` twice: DEPTH threads making blocking calls over
+# one connection (rnfs-threads), and DEPTH tasks on one tokio thread awaiting
+# the async API (rnfs-async, libnfs's shape). libnfs: bench/tools/libnfs-load.c, one thread with DEPTH
+# calls in flight through libnfs's async raw API (libnfs 4 has no threads).
+# Both report their own CPU time per call. /dev/cpu_dma_latency is held at 0
+# during the runs (the VM's idle states add tens of µs per wake-up otherwise).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$repo/tests/integration/lib.sh"
+
+runs=5 ops=getattr,read,write depths=1,16 size=4096 duration=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) runs=$2; shift 2 ;;
+    --ops) ops=$2; shift 2 ;;
+    --depths) depths=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --duration) duration=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "client-vs-libnfs: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+"$repo/ci/deps.sh" >/dev/null
+work=$(mktemp -d /tmp/rnfs-bench.XXXXXX)
+server_pid="" rpcbind_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  [ -n "$rpcbind_pid" ] && kill "$rpcbind_pid" 2>/dev/null
+  exec 3>&- 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+(cd "$repo" && cargo build --release --quiet --bin rnfs)
+target=${CARGO_TARGET_DIR:-$repo/target}
+case "$target" in /*) ;; *) target="$repo/$target" ;; esac
+rnfs="$target/release/rnfs"
+gcc -O2 -Wall -o "$work/libnfs-load" "$here/tools/libnfs-load.c" -lnfs
+
+mkdir -p "$work/export"
+port=$(free_port); mport=$(free_port)
+ganesha_config "$work" "$work/export" "$port" "$mport" VFS
+ensure_rpcbind "$work/rpcbind.log"
+bash -c "$(ganesha_cmd "$work")" >"$work/ganesha.out" 2>&1 &
+server_pid=$!
+wait_null "$port" 60 || { echo "ganesha did not start:"; tail "$work/ganesha.log"; exit 1; }
+
+url="nfs://127.0.0.1:$port$work/export?mountport=$mport"
+file_url="nfs://127.0.0.1$work/export/rnfs-bench-client.dat?nfsport=$port&mountport=$mport"
+# Creates the 64 MiB test file both clients use.
+"$rnfs" bench client --url "$url" --op getattr --threads 1 --duration 0.1 --warmup 0 \
+  --repeat 1 --file-size 64M >/dev/null
+
+if [ -w /dev/cpu_dma_latency ]; then
+  exec 3>/dev/cpu_dma_latency
+  printf '\x00\x00\x00\x00' >&3
+fi
+
+results="$work/results.txt"
+: >"$results"
+for run in $(seq "$runs"); do
+  for op in ${ops//,/ }; do
+    for d in ${depths//,/ }; do
+      order="libnfs rnfs-threads rnfs-async"
+      [ $((run % 2)) = 0 ] && order="rnfs-async rnfs-threads libnfs"
+      for who in $order; do
+        if [ "$who" = libnfs ]; then
+          line=$("$work/libnfs-load" -o "$op" -s "$size" -d "$d" -t "$duration" -w 1 "$file_url")
+          echo "libnfs $op $d $(sed -E 's/.*calls_per_sec=([0-9.]+).*p50_us=([0-9.]+).*p99_us=([0-9.]+).*cpu_us_per_call=([0-9.]+).*/\1 \2 \3 \4/' <<<"$line")" >>"$results"
+        else
+          "$rnfs" bench client --url "$url" --op "$op" --threads "$d" --size "$size" \
+            --mode "${who#rnfs-}" --file-size 64M --duration "$duration" --warmup 1 --repeat 1 \
+            --json "$work/r.json" >/dev/null
+          python3 - "$work/r.json" "$op" "$d" "$who" >>"$results" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+print(sys.argv[4], sys.argv[2], sys.argv[3], r["calls_per_sec"], r["latency"]["p50"] / 1e3,
+      r["latency"]["p99"] / 1e3, r["cpu_us_per_call"])
+PY
+        fi
+      done
+    done
+  done
+  echo "run $run/$runs done" >&2
+done
+
+python3 - "$results" "$runs" "$size" "$duration" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+data = {}
+for who, op, d, cps, p50, p99, cpu in rows:
+    data.setdefault((op, int(d), who), []).append((float(cps), float(p50), float(p99), float(cpu)))
+print(f"Runs: {sys.argv[2]} alternating, {sys.argv[4]} s each, size {sys.argv[3]} B; medians (min..max).\n")
+print("| op | depth | libnfs calls/s | rnfs threads calls/s | ratio | rnfs async calls/s | ratio | p99 us libnfs / threads / async | CPU us/call libnfs / threads / async |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+med = lambda v, i: statistics.median(x[i] for x in v)
+span = lambda v, i: f"{min(x[i] for x in v):.0f}..{max(x[i] for x in v):.0f}"
+for (op, d) in sorted({(k[0], k[1]) for k in data}):
+    l, t, a = (data.get((op, d, w), []) for w in ("libnfs", "rnfs-threads", "rnfs-async"))
+    if not l or not t or not a:
+        continue
+    print(f"| {op} | {d} | {med(l,0):.0f} ({span(l,0)}) | {med(t,0):.0f} ({span(t,0)}) | "
+          f"{med(t,0)/med(l,0):.2f} | {med(a,0):.0f} ({span(a,0)}) | {med(a,0)/med(l,0):.2f} | "
+          f"{med(l,2):.0f} / {med(t,2):.0f} / {med(a,2):.0f} | {med(l,3):.1f} / {med(t,3):.1f} / {med(a,3):.1f} |")
+PY

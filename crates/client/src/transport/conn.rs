@@ -1,0 +1,620 @@
+//! One TCP connection: its slot table, the send path and the reader thread.
+//!
+//! **Sending** (Linux `xprt_transmit` under `XPRT_LOCKED`): a caller that
+//! finds the send lock free and the queue empty writes its request at once;
+//! otherwise it pushes it on a lock-free queue, then tries the send lock; the
+//! winner writes everything queued (several requests per `writev`) and
+//! releases; a loser returns at once, its request sent by the winner. The
+//! push / try and the release / re-check of the queue are a Dekker pair
+//! (`SeqCst` fences), so no request is left in the queue with no sender. A
+//! failed write shuts the socket down (the stream may hold half a record)
+//! and the reader reconnects.
+//!
+//! **Receiving** (`lead.rs`): whoever holds the read role reads records
+//! (`RecordDecoder`, many per `read`), takes the XID from the first four
+//! bytes, and moves the record into the slot of that XID ([`Slot::deliver`]);
+//! decoding happens in the caller. A blocking caller reads until its own
+//! reply is in; the reader thread reads for everyone else (async futures,
+//! submitted calls) and gives the role up when a blocking caller wants it.
+//! Replies with no waiting slot are dropped and counted. Every tick
+//! (`timeout / 8`, 5 ms to 1 s) the reader thread wakes the owners whose
+//! retransmit deadline passed (async calls have no timer of their own).
+//!
+//! **Reconnecting**: on end of stream or a socket error (seen by whoever
+//! read) the reader thread closes the socket, reconnects with bounded
+//! exponential backoff (from the previous source port when it can be had,
+//! `socket.rs`), installs the new
+//! socket for the senders and bumps `epoch`, then wakes every owner: each
+//! owner that sent at an older epoch sends its request again, same XID. A
+//! record stream the client cannot parse (a record over `max_reply`, too many
+//! fragments) fails the calls in flight with `BadReply` first: such a server
+//! is broken, not slow.
+//!
+//! **Shutdown**: `close` sets `closing`, shuts the socket down (waking the
+//! reader out of `read`), unparks the reader (out of a backoff) and wakes
+//! every owner and backlog ticket; they return `ClientError::Shutdown`.
+//!
+//! [`Slot::deliver`]: super::slots::Slot::deliver
+
+use std::fmt;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use crossbeam_queue::SegQueue;
+use rnfs_rpc::RecordDecoder;
+
+use crate::error::ClientError;
+use crate::lockstat::Site;
+
+use super::lead::{ReadRole, ReadSide};
+use super::slots::{Delivery, Slot, SlotTable};
+use super::socket;
+use super::sync::{
+    fence, lock, park, AtomicBool, AtomicU64, Mutex, Ordering, TryLock, TryLockGuard,
+};
+use super::ClientOptions;
+
+/// First pause before reconnecting after a connection that delivered nothing.
+const MIN_BACKOFF: Duration = Duration::from_millis(50);
+/// Longest pause between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(3);
+/// Most requests written by one `writev`.
+const BATCH: usize = 64;
+/// How often an idle decoder's grown buffers are freed.
+const SHRINK_EVERY: Duration = Duration::from_secs(1);
+
+/// Counters of one connection (Relaxed: statistics only).
+#[derive(Debug, Default)]
+pub(crate) struct ConnStats {
+    pub(crate) calls: AtomicU64,
+    pub(crate) retransmits: AtomicU64,
+    pub(crate) reconnects: AtomicU64,
+    pub(crate) unknown_replies: AtomicU64,
+    pub(crate) backlog_waits: AtomicU64,
+}
+
+impl ConnStats {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What the send-lock holder owns.
+#[derive(Debug)]
+struct Writer {
+    /// The socket to write to; `None` while disconnected (requests drained
+    /// then are dropped: their owners send again after the reconnect).
+    stream: Option<TcpStream>,
+    /// Requests taken from the queue for one `writev` (kept for its capacity).
+    batch: Vec<Arc<Vec<u8>>>,
+}
+
+/// Connection state touched only when connecting, failing or closing.
+#[derive(Debug, Default)]
+struct Control {
+    /// A handle on the current socket, to shut it down from `close`.
+    stream: Option<TcpStream>,
+    /// Why the last connection or attempt failed.
+    last_error: Option<String>,
+    /// The reader thread, to unpark it from a backoff pause.
+    reader: Option<Thread>,
+    /// The last socket's local address, to reconnect from the same port.
+    local: Option<SocketAddr>,
+}
+
+/// One TCP connection and its calls.
+pub(crate) struct Conn {
+    peer: SocketAddr,
+    pub(crate) options: ClientOptions,
+    pub(crate) slots: SlotTable,
+    pub(crate) stats: ConnStats,
+    /// Requests waiting for the send-lock holder.
+    queue: SegQueue<Arc<Vec<u8>>>,
+    writer: TryLock<Writer>,
+    /// The reading end and who reads it (`lead.rs`).
+    pub(crate) reading: ReadRole<ReadSideState>,
+    control: Mutex<Control>,
+    /// Bumped (SeqCst) after each new socket is installed; an owner that sent
+    /// at an older epoch sends again.
+    epoch: AtomicU64,
+    /// Whether a socket is installed (for the error a timed-out call gets).
+    connected: AtomicBool,
+    /// Set once by `close`; never cleared.
+    closing: AtomicBool,
+    /// Origin of the slots' `deadline_ms`.
+    created: Instant,
+}
+
+impl fmt::Debug for Conn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conn")
+            .field("peer", &self.peer)
+            .field("epoch", &self.epoch())
+            .field("connected", &self.is_connected())
+            .field("closing", &self.is_closing())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    /// Connects to `peer` and starts the reader thread.
+    pub(crate) fn connect(
+        peer: SocketAddr,
+        options: ClientOptions,
+        seed: u32,
+    ) -> Result<Arc<Self>, ClientError> {
+        let stream = open(peer, &options, None)?;
+        let conn = Arc::new(Self {
+            peer,
+            slots: SlotTable::new(options.max_slots, seed),
+            stats: ConnStats::default(),
+            queue: SegQueue::new(),
+            writer: TryLock::new(Writer {
+                stream: None,
+                batch: Vec::with_capacity(BATCH),
+            }),
+            reading: ReadRole::new(ReadSideState {
+                stream: Some(stream.try_clone()?),
+                decoder: RecordDecoder::new(options.max_reply),
+                end: None,
+                delivered: false,
+                shrink_at: Instant::now() + SHRINK_EVERY,
+            }),
+            control: Mutex::new(Control::default()),
+            epoch: AtomicU64::new(0),
+            connected: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            created: Instant::now(),
+            options,
+        });
+        conn.install(&stream)?;
+        drop(stream);
+        let reader = Arc::clone(&conn);
+        let handle = thread::Builder::new()
+            .name("rnfs-rpc-reader".into())
+            .spawn(move || reader.reader_main())?;
+        lock(&conn.control, Site::Control).reader = Some(handle.thread().clone());
+        Ok(conn)
+    }
+
+    /// The current connection epoch.
+    pub(crate) fn epoch(&self) -> u64 {
+        // SeqCst: read before pushing a request; pairs with the bump after a
+        // socket is installed (module docs).
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_closing(&self) -> bool {
+        // SeqCst: an owner registers its waker, then reads this; `close`
+        // stores it, then wakes the owners.
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    /// Why the connection is down, for a call that gives up.
+    pub(crate) fn disconnected_error(&self) -> ClientError {
+        let why = lock(&self.control, Site::Control)
+            .last_error
+            .clone()
+            .unwrap_or_else(|| "not connected".into());
+        ClientError::Disconnected(why)
+    }
+
+    /// `at` in ms since the connection was created (for slot deadlines).
+    pub(crate) fn ms_since_created(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.created).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Sends `request`, or queues it for the send-lock holder.
+    pub(crate) fn transmit(&self, request: Arc<Vec<u8>>) {
+        // Fast path: the lock is free and nothing is queued: write directly.
+        if let Some(mut guard) = self.writer.try_lock(Site::SendLock) {
+            guard.with(|w| {
+                if self.queue.is_empty() {
+                    Self::write_all(w, std::slice::from_ref(&request));
+                } else {
+                    self.queue.push(request);
+                    self.drain(w);
+                }
+            });
+            drop(guard);
+            // SeqCst fence: as in `kick`, serve a pusher that lost the lock.
+            fence(Ordering::SeqCst);
+            if !self.queue.is_empty() {
+                self.kick();
+            }
+            return;
+        }
+        self.queue.push(request);
+        // SeqCst fence: our push is visible before we try the lock, pairing
+        // with the holder's release-then-re-check in `kick`.
+        fence(Ordering::SeqCst);
+        self.kick();
+    }
+
+    /// Drains the send queue while we can take the send lock.
+    fn kick(&self) {
+        loop {
+            let Some(mut guard) = self.writer.try_lock(Site::SendLock) else {
+                // The holder re-checks the queue after releasing.
+                return;
+            };
+            guard.with(|w| self.drain(w));
+            drop(guard);
+            // SeqCst fence: our release is visible before we re-check the
+            // queue, so a pusher that failed `try_lock` is served by us.
+            fence(Ordering::SeqCst);
+            if self.queue.is_empty() {
+                return;
+            }
+        }
+    }
+
+    fn drain(&self, w: &mut Writer) {
+        loop {
+            w.batch.clear();
+            while w.batch.len() < BATCH {
+                match self.queue.pop() {
+                    Some(r) => w.batch.push(r),
+                    None => break,
+                }
+            }
+            if w.batch.is_empty() {
+                return;
+            }
+            let batch = std::mem::take(&mut w.batch);
+            Self::write_all(w, &batch);
+            w.batch = batch;
+            w.batch.clear();
+        }
+    }
+
+    /// Writes `requests` on the current socket (dropped while disconnected:
+    /// their owners send again after the reconnect).
+    fn write_all(w: &mut Writer, requests: &[Arc<Vec<u8>>]) {
+        let Some(stream) = &w.stream else {
+            return;
+        };
+        if write_batch(stream, requests).is_err() {
+            // Half a record may be on the wire: the stream is unusable.
+            // Shutting it down makes the reader reconnect.
+            let _ = stream.shutdown(Shutdown::Both);
+            w.stream = None;
+        }
+    }
+
+    /// Installs a freshly connected socket for the senders.
+    fn install(&self, stream: &TcpStream) -> io::Result<()> {
+        let for_writer = stream.try_clone()?;
+        let for_control = stream.try_clone()?;
+        self.writer
+            .lock_spinning(Site::Control)
+            .with(|w| w.stream = Some(for_writer));
+        {
+            let mut c = lock(&self.control, Site::Control);
+            c.local = stream.local_addr().ok();
+            c.stream = Some(for_control);
+            c.last_error = None;
+        }
+        self.connected.store(true, Ordering::SeqCst);
+        // SeqCst: after the socket is installed; an owner reading the new
+        // epoch sends on the new socket.
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.slots.wake_owners(None);
+        self.kick();
+        Ok(())
+    }
+
+    /// Takes a failed socket out of service.
+    fn disconnect(&self, stream: &TcpStream, why: String) {
+        let _ = stream.shutdown(Shutdown::Both);
+        self.connected.store(false, Ordering::SeqCst);
+        self.writer
+            .lock_spinning(Site::Control)
+            .with(|w| w.stream = None);
+        let mut c = lock(&self.control, Site::Control);
+        c.stream = None;
+        c.last_error = Some(why);
+    }
+
+    /// Shuts the connection down (the last client handle was dropped).
+    pub(crate) fn close(&self) {
+        // SeqCst: see `is_closing`.
+        self.closing.store(true, Ordering::SeqCst);
+        let (stream, reader) = {
+            let mut c = lock(&self.control, Site::Control);
+            (c.stream.take(), c.reader.clone())
+        };
+        if let Some(s) = stream {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        if let Some(t) = reader {
+            t.unpark();
+        }
+        self.slots.close();
+        self.slots.wake_owners(None);
+    }
+
+    fn tick(&self) -> Duration {
+        tick(&self.options)
+    }
+
+    fn reader_main(self: Arc<Self>) {
+        let mut backoff = MIN_BACKOFF;
+        while !self.is_closing() {
+            self.reading.reader_register();
+            if self.reading.reader_asked() {
+                if let Some(mut g) = self.reading.try_take() {
+                    g.with(|st| self.serve(st, &mut backoff));
+                    self.reading.release(g, &self.slots);
+                    continue;
+                }
+                // The holder hands off (and asks us again if needed).
+            }
+            park(Some(Instant::now() + self.tick()));
+            self.slots
+                .wake_owners(Some(self.ms_since_created(Instant::now())));
+        }
+        self.writer
+            .lock_spinning(Site::Control)
+            .with(|w| w.stream = None);
+        lock(&self.control, Site::Control).stream = None;
+        self.slots.wake_owners(None);
+    }
+
+    /// Reader thread, holding the role: reads (repairing the stream when it
+    /// fails) until a blocking caller wants the role or the client closes.
+    fn serve(&self, st: &mut ReadSideState, backoff: &mut Duration) {
+        let tick = self.tick();
+        let mut next_tick = Instant::now() + tick;
+        while !self.is_closing() {
+            if let Some(end) = st.end.take() {
+                let why = match &end {
+                    StreamEnd::Eof { mid_record: true } => {
+                        "server closed the connection mid-reply".to_owned()
+                    }
+                    StreamEnd::Eof { mid_record: false } => "server closed the connection".into(),
+                    StreamEnd::Io(e) => format!("connection error: {e}"),
+                    StreamEnd::Protocol(e) => format!("bad record stream: {e}"),
+                };
+                if let Some(s) = st.stream.take() {
+                    self.disconnect(&s, why);
+                }
+                st.decoder = RecordDecoder::new(self.options.max_reply);
+                if let StreamEnd::Protocol(e) = &end {
+                    self.slots
+                        .fail_outstanding(|| ClientError::BadReply(format!("record stream: {e}")));
+                }
+                if st.delivered {
+                    *backoff = MIN_BACKOFF;
+                } else if !self.is_closing() {
+                    self.pause(*backoff);
+                    *backoff = (*backoff * 2).min(MAX_BACKOFF);
+                }
+                st.delivered = false;
+                continue;
+            }
+            if st.stream.is_none() {
+                let local = lock(&self.control, Site::Control).local;
+                let opened = open(self.peer, &self.options, local);
+                match opened.and_then(|s| self.install(&s).map(|()| s)) {
+                    Ok(s) => {
+                        ConnStats::bump(&self.stats.reconnects);
+                        st.stream = Some(s);
+                    }
+                    Err(e) => {
+                        lock(&self.control, Site::Control).last_error =
+                            Some(format!("reconnecting to {}: {e}", self.peer));
+                        self.pause(*backoff);
+                        *backoff = (*backoff * 2).min(MAX_BACKOFF);
+                    }
+                }
+                continue;
+            }
+            self.read_once(st);
+            if self.slots.has_want() {
+                return;
+            }
+            let now = Instant::now();
+            if now >= next_tick {
+                self.slots.wake_owners(Some(self.ms_since_created(now)));
+                st.decoder.shrink_if_idle();
+                next_tick = now + tick;
+            }
+        }
+    }
+
+    /// Sleeps `d` (waking owners every tick), or until `close`.
+    fn pause(&self, d: Duration) {
+        let end = Instant::now() + d;
+        loop {
+            let now = Instant::now();
+            if now >= end || self.is_closing() {
+                return;
+            }
+            thread::park_timeout((end - now).min(self.tick()));
+            self.slots
+                .wake_owners(Some(self.ms_since_created(Instant::now())));
+        }
+    }
+
+    /// A blocking caller holding the role: reads until `slot`'s reply for
+    /// `xid` has arrived, `deadline` passes, the stream fails or the client
+    /// closes. Replies of other calls are delivered on the way. Returns
+    /// whether the stream needs the reader thread.
+    pub(crate) fn lead(
+        &self,
+        guard: &mut TryLockGuard<'_, ReadSideState>,
+        slot: &Slot,
+        xid: u32,
+        deadline: Instant,
+    ) -> bool {
+        guard.with(|st| {
+            while !slot.is_done(xid)
+                && !self.is_closing()
+                && !st.needs_reader()
+                && Instant::now() < deadline
+            {
+                self.read_once(st);
+            }
+            if st.shrink_at <= Instant::now() {
+                st.decoder.shrink_if_idle();
+                st.shrink_at = Instant::now() + SHRINK_EVERY;
+            }
+            st.needs_reader()
+        })
+    }
+
+    /// One `read` (bounded by the socket's tick timeout) and the delivery of
+    /// every complete record. A failure is recorded in `st.end` and the
+    /// socket shut down; the reader thread repairs it.
+    fn read_once(&self, st: &mut ReadSideState) {
+        let Some(s) = &st.stream else {
+            return;
+        };
+        let buf = st.decoder.read_buf();
+        if buf.is_empty() {
+            let e = "read buffer full without a complete record".into();
+            st.fail(StreamEnd::Protocol(e));
+            return;
+        }
+        let mut reader = s;
+        match reader.read(buf) {
+            Ok(0) => {
+                let mid_record = st.decoder.buffered() > 0;
+                st.fail(StreamEnd::Eof { mid_record });
+            }
+            Ok(n) => {
+                st.decoder.advance(n);
+                loop {
+                    match st.decoder.next_record() {
+                        Ok(Some(record)) => st.delivered |= self.dispatch(record),
+                        Ok(None) => break,
+                        Err(e) => {
+                            st.fail(StreamEnd::Protocol(e.to_string()));
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => st.fail(StreamEnd::Io(e)),
+        }
+    }
+
+    /// Moves `record` into the slot waiting for its XID. `false` if none.
+    fn dispatch(&self, record: Vec<u8>) -> bool {
+        let xid = match record.first_chunk::<4>() {
+            Some(b) => u32::from_be_bytes(*b),
+            None => {
+                ConnStats::bump(&self.stats.unknown_replies);
+                return false;
+            }
+        };
+        let delivered = self
+            .slots
+            .slot_for_xid(xid)
+            .is_some_and(|slot| slot.deliver(xid, Delivery::Reply(record)));
+        if !delivered {
+            ConnStats::bump(&self.stats.unknown_replies);
+        }
+        delivered
+    }
+}
+
+/// The reading end of a connection, behind the read role.
+#[derive(Debug)]
+pub(crate) struct ReadSideState {
+    /// The socket to read; `None` while reconnecting.
+    stream: Option<TcpStream>,
+    decoder: RecordDecoder,
+    /// Why the stream failed; the reader thread disconnects and reconnects.
+    end: Option<StreamEnd>,
+    /// Whether a reply was delivered on this stream (resets the backoff).
+    delivered: bool,
+    /// When a leader next frees an idle decoder's grown buffers.
+    shrink_at: Instant,
+}
+
+impl ReadSideState {
+    fn fail(&mut self, end: StreamEnd) {
+        if let Some(s) = &self.stream {
+            // Let the server and the senders see the failure at once.
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        self.end.get_or_insert(end);
+    }
+}
+
+impl ReadSide for ReadSideState {
+    fn needs_reader(&mut self) -> bool {
+        self.end.is_some() || self.stream.is_none()
+    }
+}
+
+/// Why a socket stopped being readable.
+#[derive(Debug)]
+enum StreamEnd {
+    Eof { mid_record: bool },
+    Io(io::Error),
+    Protocol(String),
+}
+
+/// Connects with the options' timeouts, from `local` if that address can be
+/// had (a reconnect keeps its source port), else from any port.
+fn open(
+    peer: SocketAddr,
+    options: &ClientOptions,
+    local: Option<SocketAddr>,
+) -> io::Result<TcpStream> {
+    let timeout = options.connect_timeout;
+    let stream = match local.map(|l| socket::connect(peer, Some(l), timeout)) {
+        Some(Ok(s)) => s,
+        _ => socket::connect(peer, None, timeout)?,
+    };
+    stream.set_nodelay(true)?;
+    // A send blocked longer than a call's timeout means the server stopped
+    // reading: fail the write (and reconnect) rather than hold the send lock.
+    stream.set_write_timeout((!options.timeout.is_zero()).then_some(options.timeout))?;
+    // The reader wakes every tick to run retransmit timers.
+    stream.set_read_timeout(Some(tick(options)))?;
+    Ok(stream)
+}
+
+/// How often the reader wakes owners whose deadline passed.
+fn tick(options: &ClientOptions) -> Duration {
+    (options.timeout / 8).clamp(Duration::from_millis(5), Duration::from_secs(1))
+}
+
+/// Writes every request of `batch`, in order, with as few `writev` as the
+/// socket allows.
+fn write_batch(stream: &TcpStream, batch: &[Arc<Vec<u8>>]) -> io::Result<()> {
+    let mut slices = [IoSlice::new(&[]); BATCH];
+    let n = batch.len().min(BATCH);
+    for (slice, request) in slices.iter_mut().zip(batch) {
+        *slice = IoSlice::new(request);
+    }
+    let mut bufs = &mut slices[..n];
+    let mut w = stream;
+    while !bufs.is_empty() {
+        match w.write_vectored(bufs) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(k) => IoSlice::advance_slices(&mut bufs, k),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

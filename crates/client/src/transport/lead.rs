@@ -1,0 +1,128 @@
+//! Who reads the socket (leader/follower): the read role.
+//!
+//! A blocking caller about to sleep first tries to take the role and read
+//! the socket itself, delivering the replies of other calls on the way, until
+//! its own reply arrives: at one call in flight a call costs no thread
+//! switch. Callers that cannot block on the socket (async futures, calls
+//! submitted but not yet waited for) rely on the connection's reader thread,
+//! which takes the role when asked and gives it up as soon as a blocking
+//! caller wants it.
+//!
+//! **Protocol.** A blocking owner sets its slot's `WANT`, then tries the role
+//! ([`ReadRole::try_lead`]); if it fails it sleeps. Whoever releases the role
+//! ([`ReadRole::release`]) then hands it off: it turns one `WANT` into `BATON`
+//! and wakes that owner ([`SlotTable::pass_baton`]); if no owner wants it and
+//! a call still waits for its reply, it asks the reader thread. The two sides
+//! are a Dekker pair (store, `SeqCst` fence, load on each side): the owner
+//! either gets the role or is seen by the releaser. An owner holding the
+//! baton either takes the role or, if its reply came meanwhile, passes the
+//! baton on ([`ReadRole::pass_on`]). A non-leading owner that sent a call
+//! asks the reader thread if the role is free ([`ReadRole::ensure_reader`];
+//! the same pairing with the releaser's scan of waiting slots). So whenever a
+//! call waits for a reply, someone reads or has been woken to.
+//!
+//! A broken stream is the reader thread's to repair: a release that finds
+//! it broken asks the reader thread and wakes no owner.
+
+use crate::lockstat::Site;
+
+use super::slots::{Slot, SlotTable};
+use super::sync::{fence, AtomicBool, Ordering, TryLock, TryLockGuard, Waiter};
+
+/// What the role guards: the reading end of the connection.
+pub(crate) trait ReadSide {
+    /// Whether only the reader thread can make progress (the stream failed
+    /// or is being replaced).
+    fn needs_reader(&mut self) -> bool;
+}
+
+/// The read role of one connection and the reader thread's wake-up.
+#[derive(Debug)]
+pub(crate) struct ReadRole<S> {
+    side: TryLock<S>,
+    /// The reader thread is asked to take the role. Set before waking it.
+    reader_wanted: AtomicBool,
+    /// The reader thread's registration.
+    reader: Waiter,
+}
+
+impl<S: ReadSide> ReadRole<S> {
+    pub(crate) fn new(side: S) -> Self {
+        Self {
+            side: TryLock::new(side),
+            reader_wanted: AtomicBool::new(false),
+            reader: Waiter::new(),
+        }
+    }
+
+    /// A blocking owner of `slot` about to sleep: takes the role if it is
+    /// free, else leaves its `WANT` for the holder's hand-off.
+    pub(crate) fn try_lead(&self, slot: &Slot) -> Option<TryLockGuard<'_, S>> {
+        slot.want_lead();
+        // SeqCst fence: `WANT` is visible before we look at the role; pairs
+        // with the fence in `release`.
+        fence(Ordering::SeqCst);
+        let g = self.side.try_lock(Site::ReadRole)?;
+        slot.clear_lead();
+        Some(g)
+    }
+
+    /// Takes the role without asking for a hand-off (the reader thread, and
+    /// an owner passing a baton on).
+    pub(crate) fn try_take(&self) -> Option<TryLockGuard<'_, S>> {
+        self.side.try_lock(Site::ReadRole)
+    }
+
+    /// Gives the role up and hands it off (module docs).
+    pub(crate) fn release(&self, mut guard: TryLockGuard<'_, S>, slots: &SlotTable) {
+        let broken = guard.with(ReadSide::needs_reader);
+        drop(guard);
+        // SeqCst fence: our release is visible before we scan for `WANT`s and
+        // waiting slots; pairs with `try_lead` and `ensure_reader`.
+        fence(Ordering::SeqCst);
+        // A broken stream is the reader thread's; otherwise one willing
+        // owner, else the reader thread if a call still waits.
+        if broken || (!slots.pass_baton() && slots.any_waiting()) {
+            self.wake_reader();
+        }
+    }
+
+    /// An owner that was handed the baton but no longer needs to read: makes
+    /// sure someone reads. If the role is taken, its holder hands off.
+    pub(crate) fn pass_on(&self, slots: &SlotTable) {
+        if let Some(g) = self.try_take() {
+            self.release(g, slots);
+        }
+    }
+
+    /// A call was sent by an owner that will not read: asks the reader
+    /// thread unless someone holds the role (who hands off on release).
+    pub(crate) fn ensure_reader(&self) {
+        // SeqCst fence: the slot's `WAITING` is visible before we look at
+        // the role; pairs with the fence in `release`.
+        fence(Ordering::SeqCst);
+        if !self.side.is_locked() {
+            self.wake_reader();
+        }
+    }
+
+    /// Asks the reader thread to take the role.
+    pub(crate) fn wake_reader(&self) {
+        // SeqCst: read by the reader after registering (register / check /
+        // sleep, as every waiter here). A swap, not a store: the same
+        // instruction on x86, and loom 0.7 mis-orders SeqCst stores against
+        // the reader's swap (false deadlocks).
+        self.reader_wanted.swap(true, Ordering::SeqCst);
+        self.reader.wake();
+    }
+
+    /// Reader thread: registers for [`wake_reader`](Self::wake_reader).
+    pub(crate) fn reader_register(&self) {
+        self.reader.register_thread();
+    }
+
+    /// Reader thread: whether it was asked to read (clears the request).
+    pub(crate) fn reader_asked(&self) -> bool {
+        self.reader_wanted.swap(false, Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,957 @@
+//! The file system's operations, as blocking calls that return an errno on
+//! failure. `fs.rs` runs them on the pool and turns the results into FUSE
+//! replies.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use fuser::{FileAttr, TimeOrNow};
+use rnfs_client::{Credential, DirtyBudget, IoConfig, NfsClient, NfsError, NfsFile, Session};
+use rnfs_nfs3::{
+    CookieVerf3, CreateHow3, Devicedata3, Fattr3, FileHandle, Ftype3, Mknoddata3, Nfsstat3, Sattr3,
+    SetTime, Specdata3, WccData, ACCESS3_DELETE, ACCESS3_EXECUTE, ACCESS3_EXTEND, ACCESS3_LOOKUP,
+    ACCESS3_MODIFY, ACCESS3_READ,
+};
+
+use crate::attr::{self, data_changed, decode_dev, to_fuse};
+use crate::cred::Credentials;
+use crate::data::OpenFile;
+use crate::inode::{InodeTable, OpenState};
+use crate::options::MountOptions;
+
+/// An errno for a FUSE reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Errno(pub(crate) i32);
+
+impl From<NfsError> for Errno {
+    fn from(e: NfsError) -> Self {
+        Self(e.errno())
+    }
+}
+
+pub(crate) type OpResult<T> = Result<T, Errno>;
+
+/// A node for an entry reply: its attributes and how long the kernel may
+/// trust them (and the name).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    pub(crate) attr: FileAttr,
+    pub(crate) ttl: Duration,
+}
+
+/// One name of a directory page.
+#[derive(Debug, Clone)]
+pub(crate) struct DirItem {
+    pub(crate) cookie: u64,
+    pub(crate) name: Vec<u8>,
+    pub(crate) fh: FileHandle,
+    pub(crate) attr: Fattr3,
+}
+
+impl DirItem {
+    /// `.` or `..`: listed, but not a lookup (the kernel does not count it).
+    pub(crate) fn is_dot(&self) -> bool {
+        self.name == b"." || self.name == b".."
+    }
+}
+
+/// An open directory: the last READDIRPLUS page, kept so the kernel's small
+/// reads do not each cost a call.
+#[derive(Debug, Default)]
+struct DirStream {
+    verf: CookieVerf3,
+    /// The cookie the page was read after.
+    start: u64,
+    page: Arc<Vec<DirItem>>,
+    eof: bool,
+}
+
+/// The mounted export and everything known about it.
+#[derive(Debug)]
+pub(crate) struct Core {
+    session: Session,
+    nfs: NfsClient,
+    root: FileHandle,
+    table: Mutex<InodeTable>,
+    dirs: Mutex<HashMap<u64, DirStream>>,
+    next_dir: AtomicU64,
+    silly: AtomicU64,
+    pub(crate) opts: MountOptions,
+    io: IoConfig,
+    budget: Arc<DirtyBudget>,
+    pub(crate) creds: Credentials,
+    pub(crate) blksize: u32,
+    dsize: u32,
+    name_max: u32,
+    /// Tells the kernel to drop what it cached of a node.
+    notifier: OnceLock<fuser::Notifier>,
+}
+
+/// READs one file's read-ahead window may hold.
+const MAX_READ_AHEAD_CALLS: u32 = 8;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn sattr_mode(mode: u32) -> Sattr3 {
+    Sattr3 {
+        mode: Some(mode & 0o7777),
+        ..Sattr3::default()
+    }
+}
+
+fn set_time(t: Option<TimeOrNow>) -> OpResult<SetTime> {
+    Ok(match t {
+        None => SetTime::DontChange,
+        Some(TimeOrNow::Now) => SetTime::SetToServerTime,
+        Some(TimeOrNow::SpecificTime(t)) => {
+            SetTime::SetToClientTime(attr::nfs_time(t).ok_or(Errno(libc::EINVAL))?)
+        }
+    })
+}
+
+impl Core {
+    /// `session` mounted, `root`/`root_attr` the directory to show at the
+    /// mount point.
+    pub(crate) fn new(
+        session: Session,
+        root: FileHandle,
+        root_attr: Fattr3,
+        opts: MountOptions,
+    ) -> Self {
+        let mut io = IoConfig::for_session(&session);
+        if let Some(r) = opts.rsize {
+            io.rsize = r.min(io.rsize);
+        }
+        if let Some(w) = opts.wsize {
+            io.wsize = w.min(io.wsize);
+        }
+        if let Some(n) = opts.wb_max_outstanding {
+            io.max_outstanding_writes = n;
+        }
+        // Each read-ahead READ holds a transport slot until it is read, and
+        // NfsFile sends a whole window before collecting any: keep the window
+        // to a few READs so small rsizes cannot use up the slot table.
+        io.max_read_ahead = io
+            .max_read_ahead
+            .min(io.rsize.saturating_mul(MAX_READ_AHEAD_CALLS));
+        let budget = DirtyBudget::new(opts.dirty_limit.unwrap_or(DirtyBudget::DEFAULT_MAX_BYTES));
+        let name_max = session
+            .nfs()
+            .pathconf(&root)
+            .map(|p| p.name_max)
+            .unwrap_or(255);
+        let dsize = session.dsize();
+        let table = InodeTable::new(root, root_attr, Instant::now(), &opts.cache);
+        Self {
+            nfs: session.nfs().clone(),
+            session,
+            root,
+            table: Mutex::new(table),
+            dirs: Mutex::new(HashMap::new()),
+            next_dir: AtomicU64::new(1),
+            silly: AtomicU64::new(0),
+            blksize: io.wsize,
+            io,
+            budget,
+            creds: Credentials::new(),
+            dsize,
+            name_max,
+            opts,
+            notifier: OnceLock::new(),
+        }
+    }
+
+    /// Lets the core invalidate the kernel's caches.
+    pub(crate) fn set_notifier(&self, notifier: fuser::Notifier) {
+        let _ = self.notifier.set(notifier);
+    }
+
+    /// Drops the kernel's cached attributes and pages of `ino`.
+    fn invalidate_kernel(&self, ino: u64) {
+        if let Some(n) = self.notifier.get() {
+            if let Err(e) = n.inval_inode(ino, 0, 0) {
+                tracing::debug!("invalidating node {ino}: {e}");
+            }
+        }
+    }
+
+    /// The read and write sizes in use.
+    pub(crate) fn io_sizes(&self) -> (u32, u32) {
+        (self.io.rsize, self.io.wsize)
+    }
+
+    pub(crate) fn client(&self, cred: Credential) -> NfsClient {
+        self.nfs.with_credential(cred)
+    }
+
+    fn table(&self) -> MutexGuard<'_, InodeTable> {
+        lock(&self.table)
+    }
+
+    pub(crate) fn with_table<T>(&self, f: impl FnOnce(&mut InodeTable) -> T) -> T {
+        f(&mut self.table())
+    }
+
+    fn fh(&self, ino: u64) -> OpResult<FileHandle> {
+        self.table()
+            .get(ino)
+            .map(|n| n.fh)
+            .ok_or(Errno(libc::ESTALE))
+    }
+
+    fn open_file(&self, ino: u64) -> OpResult<(FileHandle, Option<Arc<OpenFile>>)> {
+        let t = self.table();
+        let node = t.get(ino).ok_or(Errno(libc::ESTALE))?;
+        Ok((node.fh, node.open.as_ref().map(|o| o.file.clone())))
+    }
+
+    /// `ino`'s attributes for the kernel, with the time they stay valid.
+    fn reply_attr(&self, t: &InodeTable, ino: u64, now: Instant) -> OpResult<Entry> {
+        let node = t.get(ino).ok_or(Errno(libc::ESTALE))?;
+        let mut a = node.attr.attr;
+        if let Some(o) = &node.open {
+            o.file.patch(&mut a);
+        }
+        Ok(Entry {
+            attr: to_fuse(ino, &a, self.blksize),
+            ttl: node.attr.remaining(now),
+        })
+    }
+
+    /// Counts a kernel lookup of `fh` and returns its entry.
+    fn entry(&self, nfs: &NfsClient, fh: FileHandle, attr: Option<Fattr3>) -> OpResult<Entry> {
+        let attr = match attr {
+            Some(a) => a,
+            None => nfs.getattr(&fh)?,
+        };
+        let now = Instant::now();
+        let mut t = self.table();
+        let ino = t.reference(fh, attr, now, &self.opts.cache);
+        self.reply_attr(&t, ino, now)
+    }
+
+    fn dir_changed(&self, dir: &FileHandle, wcc: &WccData) {
+        let mut t = self.table();
+        match wcc.after {
+            Some(a) => t.update_by_handle(dir, Some(a), Instant::now(), &self.opts.cache),
+            None => {
+                if let Some(ino) = t.ino_of(dir) {
+                    t.expire(ino);
+                }
+            }
+        }
+    }
+
+    fn check_name(&self, name: &OsStr) -> OpResult<()> {
+        if name.len() > self.name_max as usize {
+            return Err(Errno(libc::ENAMETOOLONG));
+        }
+        Ok(())
+    }
+
+    // ----- attributes -----
+
+    /// Cached attributes, if fresh and not hidden by unwritten data.
+    pub(crate) fn cached_attr(&self, ino: u64) -> Option<Entry> {
+        let now = Instant::now();
+        let t = self.table();
+        let node = t.get(ino)?;
+        if node.open.as_ref().is_some_and(|o| o.file.is_dirty()) || !node.attr.is_fresh(now) {
+            return None;
+        }
+        self.reply_attr(&t, ino, now).ok()
+    }
+
+    pub(crate) fn getattr(&self, ino: u64, cred: Credential) -> OpResult<Entry> {
+        let (fh, open) = self.open_file(ino)?;
+        let attr = match open {
+            // A bounded flush, then GETATTR: the size and times include our writes.
+            Some(f) => f.getattr()?,
+            None => self.client(cred).getattr(&fh)?,
+        };
+        let now = Instant::now();
+        let mut t = self.table();
+        t.update_attr(ino, attr, now, &self.opts.cache, false);
+        self.reply_attr(&t, ino, now)
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "one per settable attribute")]
+    pub(crate) fn setattr(
+        &self,
+        ino: u64,
+        cred: Credential,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+    ) -> OpResult<Entry> {
+        let (fh, open) = self.open_file(ino)?;
+        let nfs = self.client(cred);
+        let mut sattr = Sattr3 {
+            mode: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size: None,
+            atime: set_time(atime)?,
+            mtime: set_time(mtime)?,
+        };
+        let mut attr = None;
+        match (&open, size) {
+            (Some(f), Some(size)) => attr = Some(f.truncate(size)?),
+            (Some(f), None) => f.flush()?,
+            (None, size) => sattr.size = size,
+        }
+        if sattr != Sattr3::default() {
+            attr = self.apply_sattr(&nfs, &fh, &sattr)?;
+        }
+        let attr = match attr {
+            Some(a) => a,
+            None => nfs.getattr(&fh)?,
+        };
+        let now = Instant::now();
+        let mut t = self.table();
+        t.update_attr(ino, attr, now, &self.opts.cache, true);
+        self.reply_attr(&t, ino, now)
+    }
+
+    fn apply_sattr(
+        &self,
+        nfs: &NfsClient,
+        fh: &FileHandle,
+        sattr: &Sattr3,
+    ) -> OpResult<Option<Fattr3>> {
+        Ok(nfs.setattr(fh, sattr, None)?.after)
+    }
+
+    pub(crate) fn access(&self, ino: u64, cred: Credential, mask: i32) -> OpResult<()> {
+        if mask == libc::F_OK {
+            return Ok(());
+        }
+        let (fh, dir) = {
+            let t = self.table();
+            let node = t.get(ino).ok_or(Errno(libc::ESTALE))?;
+            (node.fh, node.attr.attr.ftype == Ftype3::Dir)
+        };
+        let mut want = 0;
+        if mask & libc::R_OK != 0 {
+            want |= ACCESS3_READ;
+        }
+        if mask & libc::W_OK != 0 {
+            want |= if dir {
+                ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
+            } else {
+                ACCESS3_MODIFY | ACCESS3_EXTEND
+            };
+        }
+        if mask & libc::X_OK != 0 {
+            want |= if dir { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
+        }
+        let (granted, attr) = self.client(cred).access(&fh, want)?;
+        if let Some(a) = attr {
+            self.table()
+                .update_attr(ino, a, Instant::now(), &self.opts.cache, false);
+        }
+        if granted & want == want {
+            Ok(())
+        } else {
+            Err(Errno(libc::EACCES))
+        }
+    }
+
+    // ----- names -----
+
+    pub(crate) fn lookup(&self, parent: u64, name: &OsStr, cred: Credential) -> OpResult<Entry> {
+        self.check_name(name)?;
+        let dir = self.fh(parent)?;
+        let nfs = self.client(cred);
+        let (fh, attr) = nfs.lookup(&dir, name.as_bytes())?;
+        self.entry(&nfs, fh, attr)
+    }
+
+    pub(crate) fn forget(&self, ino: u64, n: u64) {
+        self.table().forget(ino, n);
+    }
+
+    pub(crate) fn readlink(&self, ino: u64, cred: Credential) -> OpResult<Vec<u8>> {
+        let fh = self.fh(ino)?;
+        Ok(self.client(cred).readlink(&fh)?)
+    }
+
+    fn created(
+        &self,
+        nfs: &NfsClient,
+        dir: &FileHandle,
+        name: &[u8],
+        c: rnfs_client::Created,
+    ) -> OpResult<Entry> {
+        self.dir_changed(dir, &c.dir_wcc);
+        let (fh, attr) = match c.handle {
+            Some(fh) => (fh, c.attr),
+            None => nfs.lookup(dir, name)?,
+        };
+        self.entry(nfs, fh, attr)
+    }
+
+    pub(crate) fn mknod(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        rdev: u32,
+        cred: Credential,
+    ) -> OpResult<Entry> {
+        self.check_name(name)?;
+        let dir = self.fh(parent)?;
+        let nfs = self.client(cred);
+        let attrs = sattr_mode(mode);
+        let dev = |attrs| {
+            let (major, minor) = decode_dev(rdev);
+            Devicedata3 {
+                dev_attributes: attrs,
+                spec: Specdata3 {
+                    specdata1: major,
+                    specdata2: minor,
+                },
+            }
+        };
+        let name = name.as_bytes();
+        let c = match mode & libc::S_IFMT {
+            libc::S_IFREG => nfs.create(&dir, name, CreateHow3::Guarded(attrs))?,
+            libc::S_IFIFO => nfs.mknod(&dir, name, Mknoddata3::Fifo(attrs))?,
+            libc::S_IFSOCK => nfs.mknod(&dir, name, Mknoddata3::Sock(attrs))?,
+            libc::S_IFCHR => nfs.mknod(&dir, name, Mknoddata3::Chr(dev(attrs)))?,
+            libc::S_IFBLK => nfs.mknod(&dir, name, Mknoddata3::Blk(dev(attrs)))?,
+            _ => return Err(Errno(libc::EINVAL)),
+        };
+        self.created(&nfs, &dir, name, c)
+    }
+
+    pub(crate) fn mkdir(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        cred: Credential,
+    ) -> OpResult<Entry> {
+        self.check_name(name)?;
+        let dir = self.fh(parent)?;
+        let nfs = self.client(cred);
+        let c = nfs.mkdir(&dir, name.as_bytes(), &sattr_mode(mode))?;
+        self.created(&nfs, &dir, name.as_bytes(), c)
+    }
+
+    pub(crate) fn symlink(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        target: &[u8],
+        cred: Credential,
+    ) -> OpResult<Entry> {
+        self.check_name(name)?;
+        let dir = self.fh(parent)?;
+        let nfs = self.client(cred);
+        let c = nfs.symlink(&dir, name.as_bytes(), target, &Sattr3::default())?;
+        self.created(&nfs, &dir, name.as_bytes(), c)
+    }
+
+    pub(crate) fn link(
+        &self,
+        ino: u64,
+        parent: u64,
+        name: &OsStr,
+        cred: Credential,
+    ) -> OpResult<Entry> {
+        self.check_name(name)?;
+        let (fh, dir) = (self.fh(ino)?, self.fh(parent)?);
+        let nfs = self.client(cred);
+        let attr = nfs.link(&fh, &dir, name.as_bytes())?;
+        self.table().expire(parent);
+        self.entry(&nfs, fh, attr)
+    }
+
+    /// The open node named `name` in `dir`, if any (needs a LOOKUP, so only
+    /// asked when some file is open).
+    fn open_victim(&self, nfs: &NfsClient, dir: &FileHandle, name: &[u8]) -> Option<u64> {
+        if !self.table().any_open() {
+            return None;
+        }
+        let (fh, _) = nfs.lookup(dir, name).ok()?;
+        let t = self.table();
+        let ino = t.ino_of(&fh)?;
+        t.get(ino)?.open.as_ref().map(|_| ino)
+    }
+
+    /// Renames the open file `ino` (named `name` in `dir`) out of the way,
+    /// to be removed when it is last closed: unlinking an open file must
+    /// leave it readable.
+    fn silly_rename(
+        &self,
+        nfs: &NfsClient,
+        ino: u64,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> OpResult<()> {
+        let n = self.silly.fetch_add(1, Ordering::Relaxed);
+        let silly = format!(".rnfs{:08x}{:08x}", std::process::id(), n).into_bytes();
+        let (wcc, _) = nfs.rename(dir, name, dir, &silly)?;
+        self.dir_changed(dir, &wcc);
+        let mut t = self.table();
+        if let Some(open) = t.get_mut(ino).and_then(|n| n.open.as_mut()) {
+            open.silly = Some((*dir, silly));
+        }
+        t.expire(ino);
+        Ok(())
+    }
+
+    pub(crate) fn unlink(&self, parent: u64, name: &OsStr, cred: Credential) -> OpResult<()> {
+        let dir = self.fh(parent)?;
+        let nfs = self.client(cred);
+        let name = name.as_bytes();
+        if let Some(ino) = self.open_victim(&nfs, &dir, name) {
+            return self.silly_rename(&nfs, ino, &dir, name);
+        }
+        let wcc = nfs.remove(&dir, name)?;
+        self.dir_changed(&dir, &wcc);
+        self.table().expire_multi_linked();
+        Ok(())
+    }
+
+    pub(crate) fn rmdir(&self, parent: u64, name: &OsStr, cred: Credential) -> OpResult<()> {
+        let dir = self.fh(parent)?;
+        let wcc = self.client(cred).rmdir(&dir, name.as_bytes())?;
+        self.dir_changed(&dir, &wcc);
+        Ok(())
+    }
+
+    /// RENAME; `RENAME_NOREPLACE` is emulated with a LOOKUP (not atomic
+    /// against other clients), `RENAME_EXCHANGE` is refused (NFSv3 has no
+    /// such call).
+    #[allow(clippy::too_many_arguments, reason = "FUSE's rename arguments")]
+    pub(crate) fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        cred: Credential,
+    ) -> OpResult<()> {
+        if flags & !libc::RENAME_NOREPLACE != 0 {
+            return Err(Errno(libc::EINVAL));
+        }
+        self.check_name(newname)?;
+        let (from, to) = (self.fh(parent)?, self.fh(newparent)?);
+        let nfs = self.client(cred);
+        let (name, newname) = (name.as_bytes(), newname.as_bytes());
+        if flags & libc::RENAME_NOREPLACE != 0 {
+            match nfs.lookup(&to, newname) {
+                Ok(_) => return Err(Errno(libc::EEXIST)),
+                Err(e) if e.status() == Some(Nfsstat3::Noent) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Some(victim) = self.open_victim(&nfs, &to, newname) {
+            self.silly_rename(&nfs, victim, &to, newname)?;
+        }
+        let (from_wcc, to_wcc) = nfs.rename(&from, name, &to, newname)?;
+        self.dir_changed(&from, &from_wcc);
+        self.dir_changed(&to, &to_wcc);
+        self.table().expire_multi_linked();
+        Ok(())
+    }
+
+    // ----- files -----
+
+    /// Opens `ino`. Close-to-open: ACCESS (the permission check and fresh
+    /// attributes in one call) tells whether the file changed since we
+    /// cached it; if so the kernel's cached attributes and pages are dropped
+    /// (the kernel keeps its attributes for the TTL we gave, so dropping the
+    /// pages alone would leave it reading with the old size). A file we hold
+    /// unwritten data for is not revalidated: the kernel's pages are ours.
+    /// Returns whether the kernel may keep its cached pages.
+    pub(crate) fn open(&self, ino: u64, flags: i32, cred: Credential) -> OpResult<bool> {
+        let (fh, open, cached) = {
+            let t = self.table();
+            let node = t.get(ino).ok_or(Errno(libc::ESTALE))?;
+            (
+                node.fh,
+                node.open.as_ref().map(|o| o.file.clone()),
+                node.attr.attr,
+            )
+        };
+        let dirty = open.as_ref().is_some_and(|f| f.is_dirty());
+        let nfs = self.client(cred.clone());
+        let mut keep = true;
+        let mut attr = cached;
+        if self.opts.cto || cred.uid != 0 {
+            let want = match flags & libc::O_ACCMODE {
+                libc::O_RDONLY => ACCESS3_READ,
+                libc::O_WRONLY => ACCESS3_MODIFY,
+                _ => ACCESS3_READ | ACCESS3_MODIFY,
+            };
+            let (granted, fresh) = nfs.access(&fh, want)?;
+            if granted & want != want {
+                return Err(Errno(libc::EACCES));
+            }
+            if self.opts.cto && !dirty {
+                let fresh = match fresh {
+                    Some(a) => a,
+                    None => nfs.getattr(&fh)?,
+                };
+                keep = !data_changed(&cached, &fresh);
+                attr = fresh;
+                self.table()
+                    .update_attr(ino, fresh, Instant::now(), &self.opts.cache, false);
+                if !keep {
+                    self.invalidate_kernel(ino);
+                    if let Some(f) = &open {
+                        // Still open (a release on its way): drop its read-ahead.
+                        f.close()?;
+                    }
+                }
+            }
+        }
+        if attr.ftype != Ftype3::Reg {
+            return Ok(keep);
+        }
+        self.attach(ino, nfs, fh, &attr);
+        Ok(keep)
+    }
+
+    /// One more open of `ino`: shares its [`OpenFile`] or makes one.
+    fn attach(&self, ino: u64, nfs: NfsClient, fh: FileHandle, attr: &Fattr3) {
+        let mut t = self.table();
+        let Some(node) = t.get_mut(ino) else {
+            return;
+        };
+        if let Some(o) = node.open.as_mut() {
+            o.opens += 1;
+            return;
+        }
+        let file = NfsFile::new(nfs, fh, attr, self.io.clone(), self.budget.clone());
+        t.set_open(
+            ino,
+            OpenState {
+                file: Arc::new(OpenFile::new(file)),
+                opens: 1,
+                silly: None,
+            },
+        );
+    }
+
+    /// CREATE (GUARDED, so `O_EXCL` is atomic on the server) and open.
+    /// Without `O_EXCL` an existing file is opened instead (truncated for
+    /// `O_TRUNC`), as `open(2)` does.
+    pub(crate) fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+        cred: Credential,
+    ) -> OpResult<Entry> {
+        self.check_name(name)?;
+        let dir = self.fh(parent)?;
+        let nfs = self.client(cred);
+        let name = name.as_bytes();
+        let (fh, attr) = match nfs.create(&dir, name, CreateHow3::Guarded(sattr_mode(mode))) {
+            Ok(c) => {
+                self.dir_changed(&dir, &c.dir_wcc);
+                match c.handle {
+                    Some(fh) => (fh, c.attr),
+                    None => nfs.lookup(&dir, name)?,
+                }
+            }
+            Err(e) if e.status() == Some(Nfsstat3::Exist) && flags & libc::O_EXCL == 0 => {
+                let (fh, attr) = nfs.lookup(&dir, name)?;
+                if flags & libc::O_TRUNC != 0 {
+                    let truncate = Sattr3 {
+                        size: Some(0),
+                        ..Sattr3::default()
+                    };
+                    (fh, nfs.setattr(&fh, &truncate, None)?.after)
+                } else {
+                    (fh, attr)
+                }
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let attr = match attr {
+            Some(a) => a,
+            None => nfs.getattr(&fh)?,
+        };
+        if attr.ftype == Ftype3::Dir {
+            return Err(Errno(libc::EISDIR));
+        }
+        let entry = self.entry(&nfs, fh, Some(attr))?;
+        if attr.ftype == Ftype3::Reg {
+            self.attach(entry.attr.ino, nfs, fh, &attr);
+        }
+        Ok(entry)
+    }
+
+    pub(crate) fn read(
+        &self,
+        ino: u64,
+        offset: u64,
+        size: u32,
+        cred: Credential,
+    ) -> OpResult<Vec<u8>> {
+        let (fh, open) = self.open_file(ino)?;
+        let mut buf = vec![0; size as usize];
+        let n = match open {
+            Some(f) => f.read(offset, &mut buf)?,
+            None => {
+                // Not open here (should not happen): plain READs.
+                let nfs = self.client(cred);
+                let mut done = 0;
+                while done < buf.len() {
+                    let r = nfs.read(&fh, offset + done as u64, &mut buf[done..])?;
+                    done += r.count;
+                    if r.eof || r.count == 0 {
+                        break;
+                    }
+                }
+                done
+            }
+        };
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    pub(crate) fn write(&self, ino: u64, offset: u64, data: &[u8]) -> OpResult<u32> {
+        let (_, open) = self.open_file(ino)?;
+        let f = open.ok_or(Errno(libc::EBADF))?;
+        let n = f.write(offset, data)?;
+        self.table().expire(ino);
+        u32::try_from(n).map_err(|_| Errno(libc::EIO))
+    }
+
+    /// `close(2)` of one descriptor: write back and COMMIT (close-to-open).
+    pub(crate) fn flush(&self, ino: u64) -> OpResult<()> {
+        if let (_, Some(f)) = self.open_file(ino)? {
+            f.fsync()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn fsync(&self, ino: u64) -> OpResult<()> {
+        self.flush(ino)
+    }
+
+    /// The last release of a descriptor: when no open is left, the file is
+    /// closed (written back, committed) and a silly-renamed file removed.
+    pub(crate) fn release(&self, ino: u64, cred: Credential) -> OpResult<()> {
+        let file = {
+            let mut t = self.table();
+            let Some(open) = t.get_mut(ino).and_then(|n| n.open.as_mut()) else {
+                return Ok(());
+            };
+            open.opens = open.opens.saturating_sub(1);
+            if open.opens > 0 {
+                return Ok(());
+            }
+            open.file.clone()
+        };
+        // Write back before letting go, so an open racing with this release
+        // never sees a file whose data is still on its way.
+        let synced = file.fsync();
+        let state = {
+            let mut t = self.table();
+            match t.get(ino).and_then(|n| n.open.as_ref()) {
+                Some(o) if o.opens == 0 => t.close(ino),
+                _ => None,
+            }
+        };
+        if let Some(state) = state {
+            let closed = state.file.close();
+            if let Some((dir, name)) = state.silly {
+                if let Err(e) = self.client(cred).remove(&dir, &name) {
+                    tracing::warn!("removing {:?}: {e}", String::from_utf8_lossy(&name));
+                }
+            }
+            closed?;
+        }
+        synced.map_err(Errno::from)
+    }
+
+    // ----- directories -----
+
+    pub(crate) fn opendir(&self) -> u64 {
+        let id = self.next_dir.fetch_add(1, Ordering::Relaxed);
+        lock(&self.dirs).insert(id, DirStream::default());
+        id
+    }
+
+    pub(crate) fn releasedir(&self, id: u64) {
+        lock(&self.dirs).remove(&id);
+    }
+
+    /// The names after cookie `offset` (0: from the start): the rest of the
+    /// cached page, or a new READDIRPLUS page. Empty at the end.
+    pub(crate) fn readdir(
+        &self,
+        ino: u64,
+        id: u64,
+        offset: u64,
+        cred: Credential,
+    ) -> OpResult<(Arc<Vec<DirItem>>, usize)> {
+        let mut verf = CookieVerf3::default();
+        if offset != 0 {
+            let dirs = lock(&self.dirs);
+            let s = dirs.get(&id).ok_or(Errno(libc::EBADF))?;
+            verf = s.verf;
+            let at = if s.start == offset {
+                Some(0)
+            } else {
+                s.page
+                    .iter()
+                    .position(|i| i.cookie == offset)
+                    .map(|p| p + 1)
+            };
+            if let Some(at) = at {
+                if at < s.page.len() || s.eof {
+                    return Ok((s.page.clone(), at));
+                }
+            }
+        }
+        let dir = self.fh(ino)?;
+        let nfs = self.client(cred);
+        let maxcount = (self.dsize.saturating_mul(4)).clamp(32 << 10, 1 << 20);
+        let page = nfs.readdirplus(&dir, offset, verf, self.dsize, maxcount)?;
+        if let Some(a) = page.dir_attr {
+            self.table()
+                .update_attr(ino, a, Instant::now(), &self.opts.cache, false);
+        }
+        let mut items = Vec::with_capacity(page.entries.len());
+        for e in page.entries {
+            let (fh, attr) = match (e.handle, e.attr) {
+                (Some(fh), Some(attr)) => (fh, attr),
+                _ if e.name == b"." || e.name == b".." => continue,
+                (handle, attr) => {
+                    // The server left them out: ask for them.
+                    let (fh, a) = match handle {
+                        Some(fh) => (fh, attr),
+                        None => nfs.lookup(&dir, &e.name)?,
+                    };
+                    let a = match a {
+                        Some(a) => a,
+                        None => nfs.getattr(&fh)?,
+                    };
+                    (fh, a)
+                }
+            };
+            items.push(DirItem {
+                cookie: e.cookie,
+                name: e.name,
+                fh,
+                attr,
+            });
+        }
+        let page_arc = Arc::new(items);
+        let mut dirs = lock(&self.dirs);
+        if let Some(s) = dirs.get_mut(&id) {
+            s.verf = page.cookieverf;
+            s.start = offset;
+            s.page = page_arc.clone();
+            s.eof = page.eof;
+        }
+        Ok((page_arc, 0))
+    }
+
+    /// The node id and attributes of a listed name; counts a lookup unless
+    /// it is `.` or `..`.
+    pub(crate) fn dir_entry(
+        &self,
+        t: &mut InodeTable,
+        dir_ino: u64,
+        item: &DirItem,
+        now: Instant,
+    ) -> (Entry, bool) {
+        if item.is_dot() {
+            let ino = if item.name == b"." {
+                dir_ino
+            } else {
+                t.ino_of(&item.fh).unwrap_or(item.attr.fileid)
+            };
+            let entry = Entry {
+                attr: to_fuse(ino, &item.attr, self.blksize),
+                ttl: Duration::ZERO,
+            };
+            return (entry, false);
+        }
+        let ino = t.reference(item.fh, item.attr, now, &self.opts.cache);
+        match self.reply_attr(t, ino, now) {
+            Ok(e) => (e, true),
+            Err(_) => (
+                Entry {
+                    attr: to_fuse(ino, &item.attr, self.blksize),
+                    ttl: Duration::ZERO,
+                },
+                true,
+            ),
+        }
+    }
+
+    /// The node id plain READDIR shows for a listed name.
+    pub(crate) fn dir_ino(&self, t: &InodeTable, dir_ino: u64, item: &DirItem) -> u64 {
+        if item.name == b"." {
+            return dir_ino;
+        }
+        t.ino_of(&item.fh).unwrap_or(item.attr.fileid)
+    }
+
+    pub(crate) fn statfs(&self, cred: Credential) -> OpResult<rnfs_nfs3::FsstatResOk> {
+        Ok(self.client(cred).fsstat(&self.root)?)
+    }
+
+    pub(crate) fn name_max(&self) -> u32 {
+        self.name_max
+    }
+
+    // ----- shutdown -----
+
+    /// Writes back and closes every open file, removes silly-renamed files
+    /// and tells the server the export is no longer mounted.
+    pub(crate) fn shutdown(&self) {
+        let open = self.table().take_open();
+        for state in open {
+            if let Err(e) = state.file.close() {
+                tracing::error!("writing back an open file at unmount failed: {e}");
+            }
+            if let Some((dir, name)) = state.silly {
+                let _ = self.nfs.remove(&dir, &name);
+            }
+        }
+        self.session.unmount();
+    }
+
+    /// Writes back and commits every open file, keeping them open (before a
+    /// forced unmount: their users may still write until it takes effect).
+    pub(crate) fn sync_all(&self) {
+        let open = self.table().open_files();
+        for (ino, file) in open {
+            if let Err(e) = file.fsync() {
+                tracing::error!("writing back node {ino} failed: {e}");
+            }
+        }
+    }
+
+    /// Open files right now (for statistics and tests).
+    pub(crate) fn open_count(&self) -> usize {
+        self.table().open_files().len()
+    }
+
+    /// Nodes the kernel holds.
+    pub(crate) fn node_count(&self) -> usize {
+        self.table().len()
+    }
+}

@@ -1,0 +1,107 @@
+//! The data path of one open regular file: an [`NfsFile`] (the client's
+//! write-behind and read-ahead engine) shared by every open of the node, plus
+//! what the mount needs to know about it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rnfs_client::{NfsError, NfsFile};
+use rnfs_nfs3::Fattr3;
+
+/// An open regular file.
+#[derive(Debug)]
+pub(crate) struct OpenFile {
+    file: NfsFile,
+    /// Bumped by every write.
+    written: AtomicU64,
+    /// The value of `written` the last completed fsync started from.
+    synced: AtomicU64,
+}
+
+impl OpenFile {
+    pub(crate) fn new(file: NfsFile) -> Self {
+        Self {
+            file,
+            written: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether data was written since the last completed fsync: then the
+    /// server's attributes may lag ours.
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.written.load(Ordering::Acquire) != self.synced.load(Ordering::Acquire)
+    }
+
+    /// Reads until `buf` is full or the file ends (FUSE takes a short read for
+    /// the end of the file). Returns the bytes read.
+    pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result<usize, NfsError> {
+        let mut done = 0;
+        while done < buf.len() {
+            let n = self.file.read(offset + done as u64, &mut buf[done..])?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Writes all of `data` at `offset` (may wait for the write-behind's
+    /// flow control).
+    pub(crate) fn write(&self, offset: u64, data: &[u8]) -> Result<usize, NfsError> {
+        self.written.fetch_add(1, Ordering::AcqRel);
+        let mut done = 0;
+        while done < data.len() {
+            let n = self.file.write(offset + done as u64, &data[done..])?;
+            if n == 0 {
+                return Err(NfsError::Status(rnfs_nfs3::Nfsstat3::Io));
+            }
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Writes back everything and COMMITs it (close-to-open, fsync).
+    pub(crate) fn fsync(&self) -> Result<(), NfsError> {
+        let start = self.written.load(Ordering::Acquire);
+        self.file.fsync()?;
+        self.synced.store(start, Ordering::Release);
+        Ok(())
+    }
+
+    /// Sends everything dirty and waits for it (before a SETATTR, whose
+    /// times later WRITEs must not overwrite).
+    pub(crate) fn flush(&self) -> Result<(), NfsError> {
+        self.file.flush()
+    }
+
+    /// The attributes, after a bounded flush, with the size we know of.
+    pub(crate) fn getattr(&self) -> Result<Fattr3, NfsError> {
+        let dirty = self.is_dirty();
+        let mut attr = self.file.getattr()?;
+        if dirty {
+            attr.size = attr.size.max(self.file.size());
+        }
+        Ok(attr)
+    }
+
+    /// Sets the size (after writing back what is dirty).
+    pub(crate) fn truncate(&self, size: u64) -> Result<Fattr3, NfsError> {
+        self.file.truncate(size)
+    }
+
+    /// `attr` with our size if we hold writes the server has not seen.
+    pub(crate) fn patch(&self, attr: &mut Fattr3) {
+        if self.is_dirty() {
+            attr.size = attr.size.max(self.file.size());
+        }
+    }
+
+    /// Last close: writes back, commits, and lets go.
+    pub(crate) fn close(&self) -> Result<(), NfsError> {
+        let start = self.written.load(Ordering::Acquire);
+        self.file.close()?;
+        self.synced.store(start, Ordering::Release);
+        Ok(())
+    }
+}

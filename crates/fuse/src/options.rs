@@ -1,0 +1,319 @@
+//! Mount options, parsed from a `mount.nfs`-style `-o a,b=c` list.
+
+use std::time::Duration;
+
+use rnfs_client::ClientOptions;
+
+/// How long attributes stay cached, as the Linux NFS client's `acregmin`,
+/// `acregmax`, `acdirmin` and `acdirmax`.
+///
+/// A cached entry starts at the minimum; each time a refresh finds the object
+/// unchanged its timeout doubles, up to the maximum; a change (or one of our
+/// own modifications) puts it back to the minimum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheTimes {
+    /// Shortest timeout for files (`acregmin`, 3 s).
+    pub acregmin: Duration,
+    /// Longest timeout for files (`acregmax`, 60 s).
+    pub acregmax: Duration,
+    /// Shortest timeout for directories (`acdirmin`, 30 s).
+    pub acdirmin: Duration,
+    /// Longest timeout for directories (`acdirmax`, 60 s).
+    pub acdirmax: Duration,
+}
+
+impl Default for CacheTimes {
+    fn default() -> Self {
+        Self {
+            acregmin: Duration::from_secs(3),
+            acregmax: Duration::from_secs(60),
+            acdirmin: Duration::from_secs(30),
+            acdirmax: Duration::from_secs(60),
+        }
+    }
+}
+
+impl CacheTimes {
+    /// No attribute caching at all (`noac`).
+    pub fn none() -> Self {
+        Self {
+            acregmin: Duration::ZERO,
+            acregmax: Duration::ZERO,
+            acdirmin: Duration::ZERO,
+            acdirmax: Duration::ZERO,
+        }
+    }
+
+    /// `(min, max)` for a directory or for anything else.
+    pub fn bounds(&self, dir: bool) -> (Duration, Duration) {
+        if dir {
+            (self.acdirmin, self.acdirmax.max(self.acdirmin))
+        } else {
+            (self.acregmin, self.acregmax.max(self.acregmin))
+        }
+    }
+}
+
+/// Everything `rnfs mount` can be told. `Default` is what `mount.nfs` does
+/// with no options, plus rnfs's write-behind.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// The RPC transport: `timeo`, `retrans`, `hard`/`soft`, `nconnect`.
+    pub client: ClientOptions,
+    /// Attribute cache timeouts.
+    pub cache: CacheTimes,
+    /// Close-to-open consistency (`cto`, the default): `open` revalidates the
+    /// attributes and drops cached data if the file changed.
+    pub cto: bool,
+    /// Mount read-only (`ro`).
+    pub read_only: bool,
+    /// READ size (`rsize`); `None`: the server's preferred size.
+    pub rsize: Option<u32>,
+    /// WRITE size (`wsize`); `None`: the server's preferred size.
+    pub wsize: Option<u32>,
+    /// Write-behind: the most WRITEs in flight per file
+    /// (`wb_max_outstanding`); `Some(0)` is the legacy synchronous path,
+    /// `None` the engine's default.
+    pub wb_max_outstanding: Option<u32>,
+    /// Dirty bytes all open files may hold before writers wait
+    /// (`wb_dirty_mb`, in MiB); `None`: the engine's default (256 MiB).
+    pub dirty_limit: Option<u64>,
+    /// Threads serving FUSE requests (`threads`).
+    pub threads: usize,
+    /// Let every user use the mount (`allow_other`); `None`: yes when
+    /// mounted by root, as NFS mounts are.
+    pub allow_other: Option<bool>,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        Self {
+            client: ClientOptions::default(),
+            cache: CacheTimes::default(),
+            cto: true,
+            read_only: false,
+            rsize: None,
+            wsize: None,
+            wb_max_outstanding: None,
+            dirty_limit: None,
+            threads: 16,
+            allow_other: None,
+        }
+    }
+}
+
+/// A mount option that was not understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionError {
+    /// The name is not a known option.
+    #[error("unknown mount option {0:?}")]
+    Unknown(String),
+    /// The option needs a value (`name=value`).
+    #[error("mount option {0:?} needs a value")]
+    MissingValue(String),
+    /// The option takes no value.
+    #[error("mount option {0:?} takes no value")]
+    UnexpectedValue(String),
+    /// The value is not valid for the option.
+    #[error("bad value {value:?} for mount option {name:?}")]
+    BadValue {
+        /// The option.
+        name: String,
+        /// The value given.
+        value: String,
+    },
+}
+
+/// Options accepted and ignored, for `fstab` compatibility.
+const IGNORED: &[&str] = &[
+    "defaults",
+    "_netdev",
+    "auto",
+    "noauto",
+    "user",
+    "nouser",
+    "tcp",
+    "intr",
+    "nointr",
+    "nolock",
+    "async",
+    "rdirplus",
+    "sharecache",
+    "fg",
+    "bg",
+];
+
+impl MountOptions {
+    /// Applies a comma-separated option list (`ro,actimeo=5,hard`); later
+    /// options override earlier ones.
+    pub fn apply(&mut self, list: &str) -> Result<(), OptionError> {
+        for opt in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+            self.apply_one(opt)?;
+        }
+        Ok(())
+    }
+
+    fn apply_one(&mut self, opt: &str) -> Result<(), OptionError> {
+        let (name, value) = match opt.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (opt, None),
+        };
+        let flag = || match value {
+            None => Ok(()),
+            Some(_) => Err(OptionError::UnexpectedValue(name.to_owned())),
+        };
+        match name {
+            "ro" => self.read_only = flag().map(|()| true)?,
+            "rw" => self.read_only = flag().map(|()| false)?,
+            "hard" => self.client.hard = flag().map(|()| true)?,
+            "soft" => self.client.hard = flag().map(|()| false)?,
+            "cto" => self.cto = flag().map(|()| true)?,
+            "nocto" => self.cto = flag().map(|()| false)?,
+            "noac" => self.cache = flag().map(|()| CacheTimes::none())?,
+            "allow_other" => self.allow_other = flag().map(|()| Some(true))?,
+            "noallow_other" => self.allow_other = flag().map(|()| Some(false))?,
+            "acregmin" => self.cache.acregmin = secs(name, value)?,
+            "acregmax" => self.cache.acregmax = secs(name, value)?,
+            "acdirmin" => self.cache.acdirmin = secs(name, value)?,
+            "acdirmax" => self.cache.acdirmax = secs(name, value)?,
+            "actimeo" => {
+                let t = secs(name, value)?;
+                self.cache = CacheTimes {
+                    acregmin: t,
+                    acregmax: t,
+                    acdirmin: t,
+                    acdirmax: t,
+                };
+            }
+            "timeo" => {
+                let ds: u64 = number(name, value, 1, 6000)?;
+                self.client.timeout = Duration::from_millis(ds * 100);
+            }
+            "retrans" => self.client.retrans = number(name, value, 0, 1000)?,
+            "nconnect" => self.client.connections = number(name, value, 1, 16)?,
+            "rsize" => self.rsize = Some(io_size(name, value)?),
+            "wsize" => self.wsize = Some(io_size(name, value)?),
+            "wb_max_outstanding" => {
+                self.wb_max_outstanding = Some(number(name, value, 0, 1024)?);
+            }
+            "wb_dirty_mb" => {
+                let mb: u64 = number(name, value, 1, 1 << 20)?;
+                self.dirty_limit = Some(mb << 20);
+            }
+            "threads" => self.threads = number(name, value, 1, 1024)?,
+            "vers" | "nfsvers" => match value {
+                Some("3") => {}
+                _ => return Err(bad(name, value)),
+            },
+            "proto" => match value {
+                Some("tcp") => {}
+                _ => return Err(bad(name, value)),
+            },
+            "sec" => match value {
+                Some("sys") => {}
+                _ => return Err(bad(name, value)),
+            },
+            "local_lock" => match value {
+                Some("none" | "all" | "posix" | "flock") => {}
+                _ => return Err(bad(name, value)),
+            },
+            _ if IGNORED.contains(&name) && value.is_none() => {}
+            _ => return Err(OptionError::Unknown(opt.to_owned())),
+        }
+        Ok(())
+    }
+}
+
+fn bad(name: &str, value: Option<&str>) -> OptionError {
+    match value {
+        None => OptionError::MissingValue(name.to_owned()),
+        Some(v) => OptionError::BadValue {
+            name: name.to_owned(),
+            value: v.to_owned(),
+        },
+    }
+}
+
+fn number<T: std::str::FromStr + PartialOrd>(
+    name: &str,
+    value: Option<&str>,
+    min: T,
+    max: T,
+) -> Result<T, OptionError> {
+    let v = value.ok_or_else(|| OptionError::MissingValue(name.to_owned()))?;
+    match v.parse::<T>() {
+        Ok(n) if n >= min && n <= max => Ok(n),
+        _ => Err(bad(name, value)),
+    }
+}
+
+fn secs(name: &str, value: Option<&str>) -> Result<Duration, OptionError> {
+    number(name, value, 0u64, 3600 * 24).map(Duration::from_secs)
+}
+
+/// `rsize`/`wsize`: 4 KiB to 1 MiB, rounded down to a multiple of 4 KiB.
+fn io_size(name: &str, value: Option<&str>) -> Result<u32, OptionError> {
+    number(name, value, 4096u32, 1 << 20).map(|n| n & !4095)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn parses_mount_nfs_options() {
+        let mut o = MountOptions::default();
+        o.apply("ro,acregmin=1,acregmax=7,timeo=15,retrans=4,hard,nconnect=4")
+            .unwrap();
+        o.apply("rsize=65536,wsize=70000,wb_max_outstanding=0,vers=3,nolock")
+            .unwrap();
+        assert!(o.read_only);
+        assert_eq!(o.cache.acregmin, Duration::from_secs(1));
+        assert_eq!(o.cache.acregmax, Duration::from_secs(7));
+        assert_eq!(o.cache.acdirmin, Duration::from_secs(30));
+        assert_eq!(o.client.timeout, Duration::from_millis(1500));
+        assert_eq!(o.client.retrans, 4);
+        assert!(o.client.hard);
+        assert_eq!(o.client.connections, 4);
+        assert_eq!(o.rsize, Some(65536));
+        assert_eq!(o.wsize, Some(69632));
+        assert_eq!(o.wb_max_outstanding, Some(0));
+        o.apply("actimeo=5").unwrap();
+        assert_eq!(
+            o.cache.bounds(true),
+            (Duration::from_secs(5), Duration::from_secs(5))
+        );
+        o.apply("noac,rw,nocto").unwrap();
+        assert_eq!(o.cache, CacheTimes::none());
+        assert!(!o.read_only);
+        assert!(!o.cto);
+    }
+
+    #[test]
+    fn refuses_bad_options() {
+        let mut o = MountOptions::default();
+        assert!(matches!(o.apply("bogus"), Err(OptionError::Unknown(_))));
+        assert!(matches!(
+            o.apply("acregmin"),
+            Err(OptionError::MissingValue(_))
+        ));
+        assert!(matches!(
+            o.apply("ro=1"),
+            Err(OptionError::UnexpectedValue(_))
+        ));
+        assert!(matches!(
+            o.apply("vers=4"),
+            Err(OptionError::BadValue { .. })
+        ));
+        assert!(matches!(
+            o.apply("rsize=12"),
+            Err(OptionError::BadValue { .. })
+        ));
+        assert!(matches!(
+            o.apply("nconnect=x"),
+            Err(OptionError::BadValue { .. })
+        ));
+    }
+}

@@ -1,0 +1,518 @@
+//! The FUSE mount against an in-process rnfs server: the POSIX surface
+//! through `std::fs`, the data on the server afterwards, close-to-open, and
+//! real programs (`cp -a`, `tar`, `git`). Runs as root in CI; elsewhere it
+//! prints SKIP when FUSE cannot be mounted.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+mod common;
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{sh, skip, TestMount};
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 9) as u8)
+        .collect()
+}
+
+#[test]
+fn files_read_write_append_truncate() {
+    if skip("files_read_write_append_truncate") {
+        return;
+    }
+    let t = TestMount::new();
+    let data = pattern(3 << 20, 7);
+    fs::write(t.m("big"), &data).unwrap();
+    assert_eq!(fs::read(t.m("big")).unwrap(), data);
+    // On the server byte for byte once closed.
+    assert_eq!(fs::read(t.e("big")).unwrap(), data);
+
+    let mut f = OpenOptions::new().append(true).open(t.m("big")).unwrap();
+    f.write_all(b"tail").unwrap();
+    drop(f);
+    let mut want = data.clone();
+    want.extend_from_slice(b"tail");
+    assert_eq!(fs::read(t.e("big")).unwrap(), want);
+
+    // Overwrite in the middle, read back through the same descriptor.
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(t.m("big"))
+        .unwrap();
+    f.seek(SeekFrom::Start(1000)).unwrap();
+    f.write_all(&[0xee; 5000]).unwrap();
+    want[1000..6000].fill(0xee);
+    f.seek(SeekFrom::Start(0)).unwrap();
+    let mut back = Vec::new();
+    f.read_to_end(&mut back).unwrap();
+    assert_eq!(back, want);
+    // Truncate down and up: the hole reads as zeros.
+    f.set_len(4096).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), 4096);
+    f.set_len(10_000).unwrap();
+    drop(f);
+    want.truncate(4096);
+    want.resize(10_000, 0);
+    assert_eq!(fs::read(t.m("big")).unwrap(), want);
+    assert_eq!(fs::read(t.e("big")).unwrap(), want);
+
+    // Writing past the end leaves a hole.
+    let mut f = OpenOptions::new().write(true).open(t.m("big")).unwrap();
+    f.seek(SeekFrom::Start(20_000)).unwrap();
+    f.write_all(b"x").unwrap();
+    drop(f);
+    want.resize(20_000, 0);
+    want.push(b'x');
+    assert_eq!(fs::read(t.e("big")).unwrap(), want);
+
+    // O_TRUNC.
+    fs::write(t.m("big"), b"short").unwrap();
+    assert_eq!(fs::read(t.e("big")).unwrap(), b"short");
+    assert_eq!(fs::metadata(t.m("big")).unwrap().len(), 5);
+}
+
+#[test]
+fn names_links_and_metadata() {
+    if skip("names_links_and_metadata") {
+        return;
+    }
+    let t = TestMount::new();
+    fs::create_dir(t.m("d")).unwrap();
+    fs::create_dir_all(t.m("d/e/f")).unwrap();
+    assert!(t.e("d/e/f").is_dir());
+    fs::write(t.m("d/a"), b"aaa").unwrap();
+
+    // O_EXCL on an existing name fails; without it the file is opened.
+    let excl = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(t.m("d/a"));
+    assert_eq!(excl.unwrap_err().kind(), ErrorKind::AlreadyExists);
+    drop(
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(t.m("d/a"))
+            .unwrap(),
+    );
+    assert_eq!(fs::read(t.m("d/a")).unwrap(), b"aaa");
+
+    // Rename, within and across directories, over an existing file.
+    fs::rename(t.m("d/a"), t.m("d/b")).unwrap();
+    assert!(!t.e("d/a").exists());
+    fs::rename(t.m("d/b"), t.m("d/e/c")).unwrap();
+    fs::write(t.m("d/x"), b"x").unwrap();
+    fs::rename(t.m("d/x"), t.m("d/e/c")).unwrap();
+    assert_eq!(fs::read(t.e("d/e/c")).unwrap(), b"x");
+    // RENAME_NOREPLACE refuses an existing target.
+    fs::write(t.m("d/y"), b"y").unwrap();
+    let (from, to) = (cstr(&t.m("d/y")), cstr(&t.m("d/e/c")));
+    // SAFETY: two valid NUL-terminated paths; AT_FDCWD for both directories.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    assert_eq!(r, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EEXIST)
+    );
+
+    // Hard links share the inode and the link count follows.
+    fs::hard_link(t.m("d/y"), t.m("d/y2")).unwrap();
+    let (a, b) = (
+        fs::metadata(t.m("d/y")).unwrap(),
+        fs::metadata(t.m("d/y2")).unwrap(),
+    );
+    assert_eq!(a.ino(), b.ino());
+    assert_eq!(a.nlink(), 2);
+    assert_eq!(a.ino(), fs::metadata(t.e("d/y")).unwrap().ino());
+    fs::remove_file(t.m("d/y2")).unwrap();
+    assert_eq!(fs::metadata(t.m("d/y")).unwrap().nlink(), 1);
+
+    // Symbolic links.
+    std::os::unix::fs::symlink("e/c", t.m("d/link")).unwrap();
+    assert_eq!(fs::read_link(t.m("d/link")).unwrap(), Path::new("e/c"));
+    assert_eq!(fs::read(t.m("d/link")).unwrap(), b"x");
+    assert!(fs::symlink_metadata(t.e("d/link")).unwrap().is_symlink());
+
+    // chmod, chown (root: to another owner), utimes.
+    fs::set_permissions(t.m("d/y"), fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(fs::metadata(t.e("d/y")).unwrap().mode() & 0o7777, 0o640);
+    assert_eq!(fs::metadata(t.m("d/y")).unwrap().mode() & 0o7777, 0o640);
+    if rustix::process::geteuid().is_root() {
+        std::os::unix::fs::chown(t.m("d/y"), Some(1234), Some(5678)).unwrap();
+        let m = fs::metadata(t.e("d/y")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (1234, 5678));
+    }
+    let when = UNIX_EPOCH + Duration::new(1_500_000_000, 123_456_789);
+    File::options()
+        .write(true)
+        .open(t.m("d/y"))
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    assert_eq!(fs::metadata(t.e("d/y")).unwrap().modified().unwrap(), when);
+    assert_eq!(fs::metadata(t.m("d/y")).unwrap().modified().unwrap(), when);
+    // utimensat(UTIME_NOW): the server's clock.
+    let p = cstr(&t.m("d/y"));
+    let now = [libc::timespec {
+        tv_sec: 0,
+        tv_nsec: libc::UTIME_NOW,
+    }; 2];
+    // SAFETY: a valid path and a two-element timespec array.
+    assert_eq!(
+        unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), now.as_ptr(), 0) },
+        0
+    );
+    let age = SystemTime::now()
+        .duration_since(fs::metadata(t.e("d/y")).unwrap().modified().unwrap())
+        .unwrap_or_default();
+    assert!(
+        age < Duration::from_secs(60),
+        "mtime not set to now: {age:?}"
+    );
+
+    // rmdir: a non-empty directory refuses, an empty one goes.
+    assert!(fs::remove_dir(t.m("d/e")).is_err());
+    fs::remove_dir(t.m("d/e/f")).unwrap();
+    assert!(!t.e("d/e/f").exists());
+
+    // A FIFO works as one.
+    let fifo = cstr(&t.m("d/fifo"));
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    assert!(fs::metadata(t.e("d/fifo")).unwrap().file_type().is_fifo());
+    let path = t.m("d/fifo");
+    let writer = std::thread::spawn(move || fs::write(path, b"through the pipe").unwrap());
+    assert_eq!(fs::read(t.m("d/fifo")).unwrap(), b"through the pipe");
+    writer.join().unwrap();
+
+    // statfs.
+    let st = cstr(&t.mnt);
+    // SAFETY: zeroed statvfs is a valid out-parameter.
+    let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid path and a valid out-parameter.
+    assert_eq!(unsafe { libc::statvfs(st.as_ptr(), &mut sv) }, 0);
+    assert!(sv.f_blocks > 0 && sv.f_bsize > 0);
+    assert_eq!(sv.f_namemax, 255);
+
+    // Errors map to the right errno.
+    assert_eq!(
+        fs::read(t.m("nope")).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        fs::create_dir(t.m("d")).unwrap_err().kind(),
+        ErrorKind::AlreadyExists
+    );
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+#[test]
+fn large_directory_listing() {
+    if skip("large_directory_listing") {
+        return;
+    }
+    let t = TestMount::new();
+    fs::create_dir(t.e("many")).unwrap();
+    for i in 0..2000 {
+        fs::write(t.e(&format!("many/file-{i:05}")), i.to_string()).unwrap();
+    }
+    let mut names: Vec<String> = fs::read_dir(t.m("many"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let want: Vec<String> = (0..2000).map(|i| format!("file-{i:05}")).collect();
+    assert_eq!(names, want);
+    // READDIRPLUS filled the cache: stat and read every entry.
+    for i in (0..2000).step_by(97) {
+        let p = t.m(&format!("many/file-{i:05}"));
+        assert_eq!(fs::read_to_string(&p).unwrap(), i.to_string());
+        assert_eq!(
+            fs::metadata(&p).unwrap().ino(),
+            fs::metadata(t.e(&format!("many/file-{i:05}")))
+                .unwrap()
+                .ino()
+        );
+    }
+    // Listing through the mount creates the same names on the server.
+    fs::create_dir(t.m("made")).unwrap();
+    for i in 0..300 {
+        fs::write(t.m(&format!("made/{i}")), b"").unwrap();
+    }
+    assert_eq!(fs::read_dir(t.e("made")).unwrap().count(), 300);
+    assert_eq!(fs::read_dir(t.m("made")).unwrap().count(), 300);
+}
+
+#[test]
+fn close_to_open_sees_other_writers() {
+    if skip("close_to_open_sees_other_writers") {
+        return;
+    }
+    let t = TestMount::new();
+    fs::write(t.m("f"), b"version one").unwrap();
+    assert_eq!(fs::read(t.m("f")).unwrap(), b"version one");
+    // Another client (here: the server's own directory) changes it.
+    fs::write(t.e("f"), b"version two, longer").unwrap();
+    assert_eq!(fs::read(t.m("f")).unwrap(), b"version two, longer");
+    // Same size, different bytes, a different mtime.
+    fs::write(t.e("f"), b"VERSION TWO, LONGER").unwrap();
+    File::options()
+        .write(true)
+        .open(t.e("f"))
+        .unwrap()
+        .set_modified(UNIX_EPOCH + Duration::from_secs(1_000_000))
+        .unwrap();
+    assert_eq!(fs::read(t.m("f")).unwrap(), b"VERSION TWO, LONGER");
+    // A new file made on the server is found by name at once.
+    fs::write(t.e("new"), b"fresh").unwrap();
+    assert_eq!(fs::read(t.m("new")).unwrap(), b"fresh");
+    fs::remove_file(t.e("new")).unwrap();
+    assert_eq!(
+        fs::read(t.m("new")).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}
+
+#[test]
+fn unlinked_open_file_stays_readable() {
+    if skip("unlinked_open_file_stays_readable") {
+        return;
+    }
+    let t = TestMount::new();
+    fs::write(t.m("tmp"), b"still here").unwrap();
+    let mut f = File::open(t.m("tmp")).unwrap();
+    fs::remove_file(t.m("tmp")).unwrap();
+    assert!(!t.m("tmp").exists());
+    let mut s = String::new();
+    f.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "still here");
+    drop(f);
+    // The silly-renamed file goes with the last release, which the kernel
+    // sends after close(2) returns.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<_> = fs::read_dir(&t.export).unwrap().collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn parallel_writers_and_stat() {
+    if skip("parallel_writers_and_stat") {
+        return;
+    }
+    let t = TestMount::new();
+    let writers: Vec<_> = (0..4u8)
+        .map(|w| {
+            let p = t.m(&format!("w{w}"));
+            std::thread::spawn(move || {
+                let mut f = File::create(&p).unwrap();
+                let chunk = pattern(256 << 10, w);
+                let mut last = 0;
+                for _ in 0..16 {
+                    f.write_all(&chunk).unwrap();
+                    // The size never goes backwards while writes are in flight.
+                    let size = fs::metadata(&p).unwrap().len();
+                    assert!(size >= last, "size went from {last} to {size}");
+                    last = size;
+                }
+                f.sync_all().unwrap();
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    for w in 0..4u8 {
+        let got = fs::read(t.e(&format!("w{w}"))).unwrap();
+        assert_eq!(got.len(), 16 * (256 << 10));
+        assert!(got.chunks(256 << 10).all(|c| c == pattern(256 << 10, w)));
+    }
+    assert_eq!(t.handle().open_files(), 0);
+}
+
+#[test]
+fn unmount_writes_back_and_leaves_nothing_mounted() {
+    if skip("unmount_writes_back_and_leaves_nothing_mounted") {
+        return;
+    }
+    let mut t = TestMount::with_options("wb_max_outstanding=4");
+    assert!(rnfs_fuse::is_fuse_mounted(&t.mnt));
+    fs::write(t.m("kept"), b"kept").unwrap();
+    t.unmount();
+    assert_eq!(fs::read(t.e("kept")).unwrap(), b"kept");
+    assert!(fs::read_dir(&t.mnt).unwrap().next().is_none());
+
+    // Busy (a file open, data not yet closed): detached, written back.
+    let mut t = TestMount::new();
+    let mut f = File::create(t.m("open")).unwrap();
+    f.write_all(b"written before unmount").unwrap();
+    let u = t.handle().unmounter();
+    assert!(matches!(
+        u.unmount().unwrap(),
+        rnfs_fuse::Unmounted::Detached { .. }
+    ));
+    assert!(!rnfs_fuse::is_fuse_mounted(&t.mnt));
+    t.handle.take().unwrap().join().unwrap();
+    assert_eq!(fs::read(t.e("open")).unwrap(), b"written before unmount");
+    drop(f);
+}
+
+#[test]
+fn read_only_and_noac_mounts() {
+    if skip("read_only_and_noac_mounts") {
+        return;
+    }
+    let t = TestMount::with_options("ro");
+    fs::write(t.e("r"), b"r").unwrap();
+    assert_eq!(fs::read(t.m("r")).unwrap(), b"r");
+    let e = fs::write(t.m("w"), b"w").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS));
+
+    let t = TestMount::with_options("noac");
+    fs::write(t.m("n"), b"1").unwrap();
+    assert_eq!(fs::metadata(t.m("n")).unwrap().len(), 1);
+    fs::write(t.e("n"), b"22").unwrap();
+    // No attribute cache: the new size shows at once, without an open.
+    assert_eq!(fs::metadata(t.m("n")).unwrap().len(), 2);
+}
+
+#[test]
+fn permissions_are_the_servers() {
+    if skip("permissions_are_the_servers") || !rustix::process::geteuid().is_root() {
+        return;
+    }
+    let t = TestMount::new();
+    fs::write(t.m("secret"), b"s").unwrap();
+    fs::set_permissions(t.m("secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::create_dir(t.m("pub")).unwrap();
+    fs::set_permissions(t.m("pub"), fs::Permissions::from_mode(0o777)).unwrap();
+    // As uid/gid 4242 (a child process, so this process keeps its ids).
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c"])
+        .arg(format!(
+            "cat {s} 2>/dev/null && echo READ; echo hi > {p}/mine && stat -c %u {p}/mine",
+            s = t.m("secret").display(),
+            p = t.m("pub").display()
+        ))
+        .output();
+    let Ok(out) = out else {
+        println!("SKIP permissions_are_the_servers: no setpriv");
+        return;
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("READ"), "{stdout}");
+    assert_eq!(stdout.trim(), "4242");
+    assert_eq!(fs::metadata(t.e("pub/mine")).unwrap().uid(), 4242);
+}
+
+#[test]
+fn cp_tar_and_git_run_on_the_mount() {
+    if skip("cp_tar_and_git_run_on_the_mount") {
+        return;
+    }
+    let t = TestMount::new();
+    let src = tempfile::tempdir().unwrap();
+    let s = src.path().display().to_string();
+    // A small tree: nested directories, a big file, a symlink, a hard link,
+    // odd modes and times.
+    sh(&format!(
+        "mkdir -p {s}/tree/a/b/c {s}/tree/empty && \
+         head -c 3000000 /dev/urandom > {s}/tree/a/big && echo deep > {s}/tree/a/b/c/deep && \
+         for i in $(seq 1 50); do echo $i > {s}/tree/a/b/f$i; done && \
+         ln -s ../big {s}/tree/a/b/link && ln {s}/tree/a/b/f1 {s}/tree/a/hard && \
+         chmod 0751 {s}/tree/a/b && chmod 0600 {s}/tree/a/b/f2 && \
+         touch -d '2001-02-03 04:05:06' {s}/tree/a/b/f3"
+    ));
+    let m = t.mnt.display().to_string();
+    // cp -a in, compare, and out again.
+    sh(&format!("cp -a {s}/tree {m}/cp && diff -r {s}/tree {m}/cp"));
+    sh(&format!(
+        "cp -a {m}/cp {s}/back && diff -r {s}/tree {s}/back && \
+         test \"$(stat -c %a:%Y {s}/tree/a/b/f3)\" = \"$(stat -c %a:%Y {s}/back/a/b/f3)\" && \
+         test \"$(stat -c %a {m}/cp/a/b)\" = 751 && \
+         test \"$(stat -c %i {m}/cp/a/hard)\" = \"$(stat -c %i {m}/cp/a/b/f1)\""
+    ));
+    // tar round trip.
+    sh(&format!(
+        "mkdir {m}/tarred && tar -C {s} -cf - tree | tar -C {m}/tarred -xf - && \
+         diff -r {s}/tree {m}/tarred/tree && \
+         tar -C {m} -cf {s}/out.tar tarred && mkdir {s}/untar && tar -C {s}/untar -xf {s}/out.tar && \
+         diff -r {s}/tree {s}/untar/tarred/tree"
+    ));
+    // git clone of a local repository, then fsck and a clean status.
+    sh(&format!(
+        "cd {s} && git init -q repo && cp -r tree/a repo/ && cd repo && git add . && \
+         git -c user.email=t@t -c user.name=t commit -qm one && \
+         echo more >> a/b/f4 && git -c user.email=t@t -c user.name=t commit -qam two && git gc -q"
+    ));
+    sh(&format!(
+        "git clone -q {s}/repo {m}/clone && cd {m}/clone && git fsck --full --strict && \
+         test -z \"$(git status --porcelain)\" && git log --oneline | wc -l | grep -qx 2 && \
+         diff -r {s}/repo/a {m}/clone/a"
+    ));
+    // rm -rf through the mount empties it.
+    sh(&format!("rm -rf {m}/cp {m}/tarred {m}/clone"));
+    assert_eq!(fs::read_dir(&t.export).unwrap().count(), 0);
+}
+
+#[test]
+fn mount_of_an_unreachable_server_fails() {
+    let mut o = rnfs_fuse::MountOptions::default();
+    assert!(o.apply("hard,nconnect=2,wb_max_outstanding=0").is_ok());
+    if skip("mount_of_an_unreachable_server_fails") {
+        return;
+    }
+    let mnt = tempfile::tempdir().unwrap();
+    let url = rnfs_client::NfsUrl::parse("nfs://127.0.0.1:1/export").unwrap();
+    assert!(rnfs_fuse::spawn(&url, mnt.path(), o).is_err());
+    assert!(!rnfs_fuse::is_fuse_mounted(
+        &mnt.path().canonicalize().unwrap()
+    ));
+}
+
+#[test]
+fn mode_bits_of_created_files() {
+    if skip("mode_bits_of_created_files") {
+        return;
+    }
+    let t = TestMount::new();
+    // git's pattern: create 0444, then write through the descriptor.
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(t.m("ro"))
+        .unwrap();
+    f.write_all(b"written to a 0444 file").unwrap();
+    drop(f);
+    assert_eq!(fs::read(t.e("ro")).unwrap(), b"written to a 0444 file");
+    assert_eq!(fs::metadata(t.m("ro")).unwrap().mode() & 0o777, 0o444);
+}

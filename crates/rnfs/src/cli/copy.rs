@@ -1,0 +1,1325 @@
+//! `rnfs cp` and `rnfs mv`: between local paths and `nfs://` URLs, in any
+//! direction.
+//!
+//! A copy runs in two phases. The walk (one thread) stats the sources,
+//! creates the directories and symbolic links and lists the regular files;
+//! then `-j` threads copy the files, each streaming one file at a time; last,
+//! directories get their final mode (and with -p their times), deepest first.
+
+use std::ffi::OsStr;
+use std::fs::{self, File, FileTimes, OpenOptions};
+use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Args;
+use indicatif::ProgressBar;
+use nix::errno::Errno;
+use rnfs_client::{DirtyBudget, NfsError};
+use rnfs_nfs3::{CreateHow3, Fattr3, FileHandle, Ftype3, Nfsstat3, Nfstime3, Sattr3, SetTime};
+
+use super::format::umask;
+use super::remote::{join_path, read_dir, resolve, Error, Target};
+use super::transfer::{chunk_size, open_nfs, pump, Reader, Side, Writer};
+use super::{progress, ConnArgs, Ctx, PathArg};
+
+pub(crate) const CP_ABOUT: &str = concat!(
+    "Copy SOURCE to DEST, or each SOURCE into DIRECTORY. Each operand is an \
+     nfs:// URL or a local path, so files go local -> NFS, NFS -> local or NFS -> \
+     NFS (between exports or servers). As GNU cp: a directory is copied only \
+     with -r, into DEST if DEST does not exist, else into DEST/NAME; existing \
+     files are overwritten, keeping their mode; new files get the source's mode \
+     less the umask, and with -p the source's exact mode and times (and owner, \
+     when calling as root). With -r symbolic links are copied as links; without \
+     it they are followed. Device files, sockets and FIFOs are skipped.
+
+Regular files are copied -j at a time (4 by default), each with reads and \
+     writes kept in flight; NFS writes are UNSTABLE and committed when the file \
+     is complete. A progress bar (bytes, rate, ETA) is drawn on standard error \
+     when it is a terminal; --progress prints it as plain lines otherwise.
+
+Exit status: 0 if everything was copied, 1 otherwise.",
+    url_help!()
+);
+
+pub(crate) const CP_USAGE: &str = "\
+rnfs cp [OPTIONS] SOURCE DEST
+       rnfs cp [OPTIONS] SOURCE... DIRECTORY
+       rnfs cp [OPTIONS] -t DIRECTORY SOURCE...";
+
+pub(crate) const CP_EXAMPLES: &str = "\
+Examples:
+  rnfs cp ./report.pdf nfs://server/srv/data/                upload a file
+  rnfs cp nfs://server/srv/data/report.pdf .                 download it
+  rnfs cp -r ./site nfs://server/srv/www/site                upload a tree
+  rnfs cp -rp -j 16 nfs://server/srv/data/photos /backup/    download, 16 files at a time
+  rnfs cp nfs://a/srv/x.img nfs://b:20490/srv/y.img          server to server
+  rnfs cp -t nfs://server/srv/data a.txt b.txt c.txt";
+
+pub(crate) const MV_ABOUT: &str = concat!(
+    "Rename SOURCE to DEST, or move each SOURCE into DIRECTORY. Within one \
+     export this is one RENAME (atomic; replaces an existing DEST as rename(2) \
+     does). Across exports, servers, or between NFS and local paths, mv copies \
+     the tree with its modes and times, then removes the source, as mv between \
+     file systems does; the source is kept if any part of the copy failed.
+
+Exit status: 0 if everything was moved, 1 otherwise.",
+    url_help!()
+);
+
+pub(crate) const MV_USAGE: &str = "\
+rnfs mv [OPTIONS] SOURCE DEST
+       rnfs mv [OPTIONS] SOURCE... DIRECTORY
+       rnfs mv [OPTIONS] -t DIRECTORY SOURCE...";
+
+pub(crate) const MV_EXAMPLES: &str = "\
+Examples:
+  rnfs mv nfs://server/srv/data/a.txt nfs://server/srv/data/b.txt
+  rnfs mv nfs://server/srv/data/a.txt nfs://server/srv/data/archive/
+  rnfs mv ./upload.tar nfs://server/srv/data/           upload, then delete locally
+  rnfs mv nfs://server/srv/data/x nfs://server/srv/backup/x   across exports";
+
+/// `rnfs cp` arguments.
+#[derive(Debug, Args)]
+pub(crate) struct CpArgs {
+    /// SOURCE... DEST: nfs://HOST[:PORT]/EXPORT/PATH URLs or local paths.
+    #[arg(value_name = "PATH", required = true, value_parser = super::parse_path_arg)]
+    paths: Vec<PathArg>,
+
+    /// Copy directories recursively.
+    #[arg(short = 'r', short_alias = 'R', long = "recursive")]
+    recursive: bool,
+
+    /// Preserve mode and times (and owner, when calling as root).
+    #[arg(short = 'p')]
+    preserve: bool,
+
+    /// Copy every SOURCE into DIRECTORY.
+    #[arg(short = 't', long = "target-directory", value_name = "DIRECTORY",
+          value_parser = super::parse_path_arg)]
+    target_directory: Option<PathArg>,
+
+    /// Copy up to N files at a time.
+    #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    jobs: u32,
+
+    /// Show progress even when standard error is not a terminal.
+    #[arg(long)]
+    progress: bool,
+
+    /// Explain what is being done.
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+
+    #[command(flatten)]
+    pub(crate) conn: ConnArgs,
+}
+
+/// `rnfs mv` arguments.
+#[derive(Debug, Args)]
+pub(crate) struct MvArgs {
+    /// SOURCE... DEST: nfs://HOST[:PORT]/EXPORT/PATH URLs or local paths.
+    #[arg(value_name = "PATH", required = true, value_parser = super::parse_path_arg)]
+    paths: Vec<PathArg>,
+
+    /// Move every SOURCE into DIRECTORY.
+    #[arg(short = 't', long = "target-directory", value_name = "DIRECTORY",
+          value_parser = super::parse_path_arg)]
+    target_directory: Option<PathArg>,
+
+    /// Copy up to N files at a time when moving between file systems.
+    #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    jobs: u32,
+
+    /// Show progress even when standard error is not a terminal.
+    #[arg(long)]
+    progress: bool,
+
+    /// Explain what is being done.
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+
+    #[command(flatten)]
+    pub(crate) conn: ConnArgs,
+}
+
+/// Where an object is.
+#[derive(Debug, Clone)]
+enum Node {
+    Local(PathBuf),
+    Nfs { target: Target, fh: FileHandle },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// What cp needs of an object's attributes, local or NFS.
+#[derive(Debug, Clone, Copy)]
+struct Meta {
+    kind: Kind,
+    mode: u32,
+    size: u64,
+    uid: u32,
+    gid: u32,
+    atime: SystemTime,
+    mtime: SystemTime,
+    /// Device (or fsid) and inode (or fileid): "the same file" test.
+    id: (u64, u64),
+}
+
+impl Meta {
+    fn of_attr(a: &Fattr3) -> Self {
+        let time = |t: Nfstime3| {
+            UNIX_EPOCH + Duration::new(u64::from(t.seconds), t.nseconds.min(999_999_999))
+        };
+        Self {
+            kind: match a.ftype {
+                Ftype3::Reg => Kind::File,
+                Ftype3::Dir => Kind::Dir,
+                Ftype3::Lnk => Kind::Symlink,
+                _ => Kind::Other,
+            },
+            mode: a.mode & 0o7777,
+            size: a.size,
+            uid: a.uid,
+            gid: a.gid,
+            atime: time(a.atime),
+            mtime: time(a.mtime),
+            id: (a.fsid, a.fileid),
+        }
+    }
+
+    fn of_local(m: &fs::Metadata) -> Self {
+        let ft = m.file_type();
+        Self {
+            kind: if ft.is_file() {
+                Kind::File
+            } else if ft.is_dir() {
+                Kind::Dir
+            } else if ft.is_symlink() {
+                Kind::Symlink
+            } else {
+                Kind::Other
+            },
+            mode: m.mode() & 0o7777,
+            size: m.len(),
+            uid: m.uid(),
+            gid: m.gid(),
+            atime: m.accessed().unwrap_or(UNIX_EPOCH),
+            mtime: m.modified().unwrap_or(UNIX_EPOCH),
+            id: (m.dev(), m.ino()),
+        }
+    }
+}
+
+/// An object found: where, what, and how to name it in messages.
+#[derive(Debug, Clone)]
+struct Obj {
+    node: Node,
+    meta: Meta,
+    shown: String,
+    /// An NFS object's attributes (to open it).
+    attr: Option<Fattr3>,
+}
+
+impl Obj {
+    fn same_file(&self, other: &Obj) -> bool {
+        let same_fs = match (&self.node, &other.node) {
+            (Node::Local(_), Node::Local(_)) => true,
+            (Node::Nfs { target: a, .. }, Node::Nfs { target: b, .. }) => {
+                Arc::ptr_eq(&a.session, &b.session)
+            }
+            _ => false,
+        };
+        same_fs && self.meta.id == other.meta.id
+    }
+}
+
+/// A name to create an object at: a directory and a name in it.
+#[derive(Debug, Clone)]
+enum Place {
+    Local(PathBuf),
+    Nfs {
+        dir: Target,
+        dir_fh: FileHandle,
+        name: Vec<u8>,
+    },
+}
+
+fn is_noent(e: &Error) -> bool {
+    e.errno() == Errno::ENOENT as i32
+}
+
+impl Place {
+    /// The object at this name, not following a symbolic link.
+    fn lstat(&self, shown: &str) -> Result<Option<Obj>, Error> {
+        match self {
+            Self::Local(p) => match fs::symlink_metadata(p) {
+                Ok(m) => Ok(Some(Obj {
+                    node: Node::Local(p.clone()),
+                    meta: Meta::of_local(&m),
+                    shown: shown.to_owned(),
+                    attr: None,
+                })),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e.into()),
+            },
+            Self::Nfs { dir, dir_fh, name } => {
+                let nfs = dir.session.nfs();
+                match nfs.lookup(dir_fh, name) {
+                    Ok((fh, attr)) => {
+                        let attr = match attr {
+                            Some(a) => a,
+                            None => nfs.getattr(&fh)?,
+                        };
+                        Ok(Some(Obj {
+                            node: Node::Nfs {
+                                target: dir.with_path(self.nfs_path()),
+                                fh,
+                            },
+                            meta: Meta::of_attr(&attr),
+                            shown: shown.to_owned(),
+                            attr: Some(attr),
+                        }))
+                    }
+                    Err(NfsError::Status(Nfsstat3::Noent)) => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// The object a symbolic link at this name leads to.
+    fn follow(&self, shown: &str) -> Result<Obj, Error> {
+        match self {
+            Self::Local(p) => Ok(Obj {
+                node: Node::Local(p.clone()),
+                meta: Meta::of_local(&fs::metadata(p)?),
+                shown: shown.to_owned(),
+                attr: None,
+            }),
+            Self::Nfs { dir, .. } => {
+                let path = self.nfs_path();
+                let res = resolve(&dir.session, &path, true)?;
+                Ok(Obj {
+                    node: Node::Nfs {
+                        target: dir.with_path(path),
+                        fh: res.fh,
+                    },
+                    meta: Meta::of_attr(&res.attr),
+                    shown: shown.to_owned(),
+                    attr: Some(res.attr),
+                })
+            }
+        }
+    }
+
+    fn nfs_path(&self) -> String {
+        match self {
+            Self::Local(p) => p.display().to_string(),
+            Self::Nfs { dir, name, .. } => join_path(&dir.path, &String::from_utf8_lossy(name)),
+        }
+    }
+
+    fn mkdir(&self, mode: u32) -> Result<Node, Error> {
+        match self {
+            Self::Local(p) => {
+                fs::DirBuilder::new().mode(mode).create(p)?;
+                Ok(Node::Local(p.clone()))
+            }
+            Self::Nfs { dir, dir_fh, name } => {
+                let nfs = dir.session.nfs();
+                let attrs = Sattr3 {
+                    mode: Some(mode),
+                    ..Sattr3::default()
+                };
+                let created = nfs.mkdir(dir_fh, name, &attrs)?;
+                let fh = match created.handle {
+                    Some(fh) => fh,
+                    None => nfs.lookup(dir_fh, name)?.0,
+                };
+                Ok(Node::Nfs {
+                    target: dir.with_path(self.nfs_path()),
+                    fh,
+                })
+            }
+        }
+    }
+
+    fn symlink(&self, to: &[u8]) -> Result<(), Error> {
+        match self {
+            Self::Local(p) => Ok(std::os::unix::fs::symlink(OsStr::from_bytes(to), p)?),
+            Self::Nfs { dir, dir_fh, name } => {
+                dir.session
+                    .nfs()
+                    .symlink(dir_fh, name, to, &Sattr3::default())?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Removes the non-directory at this name.
+    fn remove(&self) -> Result<(), Error> {
+        match self {
+            Self::Local(p) => Ok(fs::remove_file(p)?),
+            Self::Nfs { dir, dir_fh, name } => {
+                dir.session.nfs().remove(dir_fh, name)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Opens the regular file at this name for writing from its start:
+    /// `existing` truncated, else created with `mode`.
+    fn create(
+        &self,
+        existing: Option<&Obj>,
+        mode: u32,
+        budget: &Arc<DirtyBudget>,
+    ) -> Result<(Writer, Node), Error> {
+        match self {
+            Self::Local(p) => {
+                let path = match existing {
+                    Some(Obj {
+                        node: Node::Local(e),
+                        ..
+                    }) => e.clone(),
+                    _ => p.clone(),
+                };
+                let f = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(mode)
+                    .open(&path)?;
+                Ok((Writer::Local(f), Node::Local(path)))
+            }
+            Self::Nfs { dir, dir_fh, name } => {
+                let nfs = dir.session.nfs();
+                let truncate = Sattr3 {
+                    size: Some(0),
+                    ..Sattr3::default()
+                };
+                let (target, fh, attr) = match existing {
+                    Some(Obj {
+                        node: Node::Nfs { target, fh },
+                        ..
+                    }) => {
+                        let wcc = nfs.setattr(fh, &truncate, None)?;
+                        (target.clone(), *fh, wcc.after)
+                    }
+                    _ => {
+                        let how = CreateHow3::Guarded(Sattr3 {
+                            mode: Some(mode),
+                            ..Sattr3::default()
+                        });
+                        let (fh, attr) = match nfs.create(dir_fh, name, how) {
+                            Ok(c) => match c.handle {
+                                Some(fh) => (fh, c.attr),
+                                None => nfs.lookup(dir_fh, name)?,
+                            },
+                            // Created meanwhile by someone else: overwrite it.
+                            Err(NfsError::Status(Nfsstat3::Exist)) => {
+                                let (fh, _) = nfs.lookup(dir_fh, name)?;
+                                (fh, nfs.setattr(&fh, &truncate, None)?.after)
+                            }
+                            Err(e) => return Err(e.into()),
+                        };
+                        (dir.with_path(self.nfs_path()), fh, attr)
+                    }
+                };
+                let attr = match attr {
+                    Some(a) => a,
+                    None => nfs.getattr(&fh)?,
+                };
+                let file = open_nfs(&target.session, fh, &attr, budget);
+                Ok((Writer::Nfs(Box::new(file), 0), Node::Nfs { target, fh }))
+            }
+        }
+    }
+}
+
+/// A regular file to copy.
+#[derive(Debug)]
+struct FileJob {
+    src: Obj,
+    dst: Place,
+    dst_shown: String,
+    /// The regular file already at `dst` (a symbolic link there followed).
+    existing: Option<Obj>,
+}
+
+/// A directory whose mode and times are set once its contents are copied.
+#[derive(Debug)]
+struct DirFix {
+    node: Node,
+    shown: String,
+    src: Meta,
+    new: bool,
+}
+
+#[derive(Debug, Default)]
+struct Plan {
+    files: Vec<FileJob>,
+    dirs: Vec<DirFix>,
+    bytes: u64,
+}
+
+/// One cp or mv run's settings.
+struct Copier<'a> {
+    ctx: &'a Ctx,
+    recursive: bool,
+    preserve: bool,
+    jobs: usize,
+    progress: bool,
+    verbose: bool,
+    umask: u32,
+}
+
+/// Splits operands into sources and destination (`-t` or the last one).
+fn operands<'p>(
+    ctx: &Ctx,
+    paths: &'p [PathArg],
+    target_dir: Option<&'p PathArg>,
+) -> Option<(&'p [PathArg], &'p PathArg)> {
+    match target_dir {
+        Some(t) => Some((paths, t)),
+        None => match paths {
+            [only] => {
+                ctx.fail(
+                    1,
+                    format_args!("missing destination file operand after '{}'", only.text()),
+                );
+                None
+            }
+            [srcs @ .., dest] => Some((srcs, dest)),
+            [] => None,
+        },
+    }
+}
+
+/// The name an operand is copied under inside a directory.
+fn basename(arg: &PathArg) -> Option<Vec<u8>> {
+    match arg {
+        PathArg::Local(p) => p.file_name().map(|n| n.as_bytes().to_vec()).or_else(|| {
+            fs::canonicalize(p)
+                .ok()?
+                .file_name()
+                .map(|n| n.as_bytes().to_vec())
+        }),
+        PathArg::Nfs(u) => u.url.components().last().map(|c| c.as_bytes().to_vec()),
+    }
+}
+
+impl Copier<'_> {
+    fn fail(&self, msg: impl std::fmt::Display) {
+        self.ctx.fail(1, msg);
+    }
+
+    /// Stats an operand, following a final symbolic link when `follow`.
+    fn stat(&self, arg: &PathArg, follow: bool) -> Result<Obj, Error> {
+        match arg {
+            PathArg::Local(p) => {
+                let m = if follow {
+                    fs::metadata(p)?
+                } else {
+                    fs::symlink_metadata(p)?
+                };
+                Ok(Obj {
+                    node: Node::Local(p.clone()),
+                    meta: Meta::of_local(&m),
+                    shown: arg.text(),
+                    attr: None,
+                })
+            }
+            PathArg::Nfs(u) => {
+                let target = self.ctx.remotes.open(&u.url)?;
+                let res = target.resolve(follow)?;
+                Ok(Obj {
+                    node: Node::Nfs { target, fh: res.fh },
+                    meta: Meta::of_attr(&res.attr),
+                    shown: arg.text(),
+                    attr: Some(res.attr),
+                })
+            }
+        }
+    }
+
+    /// The place an operand names (its parent must exist).
+    fn place_of(&self, arg: &PathArg) -> Result<Place, Error> {
+        match arg {
+            PathArg::Local(p) => Ok(Place::Local(p.clone())),
+            PathArg::Nfs(u) => {
+                let target = self.ctx.remotes.open(&u.url)?;
+                let Some((parent, name)) = target.split() else {
+                    return Err(Nfsstat3::Exist.into());
+                };
+                let dir = resolve(&target.session, parent, true)?;
+                if dir.attr.ftype != Ftype3::Dir {
+                    return Err(Nfsstat3::Notdir.into());
+                }
+                Ok(Place::Nfs {
+                    name: name.as_bytes().to_vec(),
+                    dir: target.with_path(parent.to_owned()),
+                    dir_fh: dir.fh,
+                })
+            }
+        }
+    }
+
+    /// The destination of each source: `(place, shown)`; `None` after an
+    /// error (reported) that stops the whole command.
+    fn destination(&self, srcs: &[PathArg], dest: &PathArg, must_be_dir: bool) -> Option<Dest> {
+        let dest_obj = match self.stat(dest, true) {
+            Ok(o) => Some(o),
+            Err(e) if is_noent(&e) => None,
+            Err(e) => {
+                self.fail(format_args!("cannot stat '{}': {e}", dest.text()));
+                return None;
+            }
+        };
+        match dest_obj {
+            Some(o) if o.meta.kind == Kind::Dir => Some(Dest::Into(Box::new(o))),
+            _ if srcs.len() > 1 || must_be_dir => {
+                self.fail(format_args!("target '{}' is not a directory", dest.text()));
+                None
+            }
+            _ => Some(Dest::As(dest.clone())),
+        }
+    }
+
+    /// Where `src` goes under `dest`.
+    fn target_for(&self, src: &PathArg, dest: &Dest) -> Result<(Place, String), Error> {
+        match dest {
+            Dest::Into(dir) => {
+                let name = basename(src).ok_or(Error::Errno(Errno::EINVAL as i32))?;
+                let shown = child_shown(&dir.shown, &name);
+                Ok((child_place(&dir.node, &name), shown))
+            }
+            Dest::As(arg) => Ok((self.place_of(arg)?, arg.text())),
+        }
+    }
+
+    /// Walks `src` into `plan`: creates directories and links at `dst`,
+    /// lists regular files. False if anything failed (reported).
+    fn walk(&self, src: &Obj, dst: &Place, dst_shown: &str, plan: &mut Plan) -> bool {
+        let existing = match dst.lstat(dst_shown) {
+            Ok(e) => e,
+            Err(e) => {
+                self.fail(format_args!("cannot stat '{dst_shown}': {e}"));
+                return false;
+            }
+        };
+        match src.meta.kind {
+            Kind::Dir => self.walk_dir(src, dst, dst_shown, existing, plan),
+            Kind::File => {
+                let existing = match existing {
+                    Some(e) if e.meta.kind == Kind::Symlink => match dst.follow(dst_shown) {
+                        Ok(to) => Some(to),
+                        Err(_) => {
+                            self.fail(format_args!(
+                                "not writing through dangling symlink '{dst_shown}'"
+                            ));
+                            return false;
+                        }
+                    },
+                    other => other,
+                };
+                if let Some(e) = &existing {
+                    if e.meta.kind == Kind::Dir {
+                        self.fail(format_args!(
+                            "cannot overwrite directory '{dst_shown}' with non-directory"
+                        ));
+                        return false;
+                    }
+                    if e.same_file(src) {
+                        self.fail(format_args!(
+                            "'{}' and '{dst_shown}' are the same file",
+                            src.shown
+                        ));
+                        return false;
+                    }
+                }
+                plan.bytes += src.meta.size;
+                plan.files.push(FileJob {
+                    src: src.clone(),
+                    dst: dst.clone(),
+                    dst_shown: dst_shown.to_owned(),
+                    existing,
+                });
+                true
+            }
+            Kind::Symlink => self.copy_link(src, dst, dst_shown, existing),
+            Kind::Other => {
+                self.fail(format_args!(
+                    "cannot copy special file '{}': {}",
+                    src.shown,
+                    Error::Errno(Errno::EOPNOTSUPP as i32)
+                ));
+                false
+            }
+        }
+    }
+
+    fn walk_dir(
+        &self,
+        src: &Obj,
+        dst: &Place,
+        dst_shown: &str,
+        existing: Option<Obj>,
+        plan: &mut Plan,
+    ) -> bool {
+        if !self.recursive {
+            self.fail(format_args!(
+                "-r not specified; omitting directory '{}'",
+                src.shown
+            ));
+            return false;
+        }
+        let (node, new) = match existing {
+            Some(e) if e.meta.kind == Kind::Dir => (e.node, false),
+            Some(_) => {
+                self.fail(format_args!(
+                    "cannot overwrite non-directory '{dst_shown}' with directory '{}'",
+                    src.shown
+                ));
+                return false;
+            }
+            // Writable by us until its contents are in; the mode is set last.
+            None => match dst.mkdir((src.meta.mode & 0o777) | 0o700) {
+                Ok(node) => (node, true),
+                Err(e) => {
+                    self.fail(format_args!("cannot create directory '{dst_shown}': {e}"));
+                    return false;
+                }
+            },
+        };
+        if self.verbose {
+            println!("'{}' -> '{dst_shown}'", src.shown);
+        }
+        let children = match children(src) {
+            Ok(c) => c,
+            Err(e) => {
+                self.fail(format_args!("cannot access '{}': {e}", src.shown));
+                return false;
+            }
+        };
+        let mut ok = true;
+        for (name, child) in children {
+            let place = child_place(&node, &name);
+            let shown = child_shown(dst_shown, &name);
+            ok &= self.walk(&child, &place, &shown, plan);
+        }
+        plan.dirs.push(DirFix {
+            node,
+            shown: dst_shown.to_owned(),
+            src: src.meta,
+            new,
+        });
+        ok
+    }
+
+    fn copy_link(&self, src: &Obj, dst: &Place, dst_shown: &str, existing: Option<Obj>) -> bool {
+        let to = match read_link(&src.node) {
+            Ok(t) => t,
+            Err(e) => {
+                self.fail(format_args!(
+                    "cannot read symbolic link '{}': {e}",
+                    src.shown
+                ));
+                return false;
+            }
+        };
+        if let Some(e) = existing {
+            if e.meta.kind == Kind::Dir {
+                self.fail(format_args!(
+                    "cannot overwrite directory '{dst_shown}' with non-directory"
+                ));
+                return false;
+            }
+            if let Err(e) = dst.remove() {
+                self.fail(format_args!("cannot remove '{dst_shown}': {e}"));
+                return false;
+            }
+        }
+        match dst.symlink(&to) {
+            Ok(()) => {
+                if self.verbose {
+                    println!("'{}' -> '{dst_shown}'", src.shown);
+                }
+                true
+            }
+            Err(e) => {
+                self.fail(format_args!(
+                    "cannot create symbolic link '{dst_shown}': {e}"
+                ));
+                false
+            }
+        }
+    }
+
+    /// Copies the planned files, `jobs` at a time, then fixes directories.
+    /// False if anything failed.
+    fn execute(&self, plan: Plan) -> bool {
+        let total_files = plan.files.len();
+        let bar = progress::bar(plan.bytes, total_files, self.progress);
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let ok = AtomicBool::new(true);
+        let workers = self.jobs.min(total_files).max(1);
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| {
+                    while let Some(job) = plan.files.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        if !self.copy_file(job, &bar) {
+                            ok.store(false, Ordering::Relaxed);
+                        }
+                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        bar.set_prefix(format!("{n}/{total_files} files"));
+                    }
+                });
+            }
+        });
+        if self.progress && !bar.is_hidden() && !io::IsTerminal::is_terminal(&io::stderr()) {
+            bar.finish();
+        } else {
+            bar.finish_and_clear();
+        }
+        let mut ok = ok.into_inner();
+        // Children were pushed before their parents: deepest first.
+        for dir in &plan.dirs {
+            ok &= self.fix_dir(dir);
+        }
+        ok
+    }
+
+    fn new_file_mode(&self, src: &Meta) -> u32 {
+        if self.preserve {
+            src.mode & 0o7777
+        } else {
+            src.mode & 0o777 & !self.umask
+        }
+    }
+
+    fn copy_file(&self, job: &FileJob, bar: &ProgressBar) -> bool {
+        let src = &job.src;
+        let dst = &job.dst_shown;
+        let (src_session, dst_session) = (session_of(&src.node), place_session(&job.dst));
+        let chunk = chunk_size(src_session, dst_session);
+        let budget = self.ctx.remotes.budget();
+        let mut reader = match &src.node {
+            Node::Local(p) => match File::open(p) {
+                Ok(f) => Reader::Local(f),
+                Err(e) => {
+                    self.fail(format_args!(
+                        "cannot open '{}' for reading: {}",
+                        src.shown,
+                        Error::Io(e)
+                    ));
+                    return false;
+                }
+            },
+            Node::Nfs { target, fh } => {
+                let attr = match src.attr {
+                    Some(a) => a,
+                    None => match target.session.nfs().getattr(fh) {
+                        Ok(a) => a,
+                        Err(e) => {
+                            self.fail(format_args!(
+                                "cannot stat '{}': {}",
+                                src.shown,
+                                Error::from(e)
+                            ));
+                            return false;
+                        }
+                    },
+                };
+                Reader::Nfs(Box::new(open_nfs(&target.session, *fh, &attr, budget)), 0)
+            }
+        };
+        let mode = self.new_file_mode(&src.meta);
+        let (mut writer, node) = match job.dst.create(job.existing.as_ref(), mode, budget) {
+            Ok(w) => w,
+            Err(e) => {
+                self.fail(format_args!("cannot create regular file '{dst}': {e}"));
+                return false;
+            }
+        };
+        let mut buf = vec![0; chunk];
+        match pump(&mut reader, &mut writer, &mut buf, |n| bar.inc(n)) {
+            Ok(()) => {}
+            Err(Side::Read(e)) => {
+                self.fail(format_args!("error reading '{}': {e}", src.shown));
+                return false;
+            }
+            Err(Side::Write(e)) => {
+                self.fail(format_args!("error writing '{dst}': {e}"));
+                return false;
+            }
+        }
+        if self.preserve {
+            if let Writer::Local(f) = &writer {
+                let times = FileTimes::new()
+                    .set_accessed(src.meta.atime)
+                    .set_modified(src.meta.mtime);
+                if let Err(e) = f.set_times(times) {
+                    self.fail(format_args!(
+                        "preserving times for '{dst}': {}",
+                        Error::Io(e)
+                    ));
+                }
+            }
+        }
+        if let Err(e) = writer.finish() {
+            self.fail(format_args!("error writing '{dst}': {e}"));
+            return false;
+        }
+        if self.verbose {
+            bar.suspend(|| println!("'{}' -> '{dst}'", src.shown));
+        }
+        if self.preserve {
+            return self.set_attrs(&node, dst, &src.meta, true);
+        }
+        true
+    }
+
+    /// Sets the mode of `node`, and with -p its times and (as root) owner;
+    /// `times_done` when a local file's times were set through its writer.
+    fn set_attrs(&self, node: &Node, shown: &str, src: &Meta, times_done: bool) -> bool {
+        let mode = if self.preserve {
+            src.mode & 0o7777
+        } else {
+            src.mode & 0o777 & !self.umask
+        };
+        match node {
+            Node::Local(p) => {
+                if self.preserve && rustix::process::geteuid().is_root() {
+                    let _ = std::os::unix::fs::chown(p, Some(src.uid), Some(src.gid));
+                }
+                if self.preserve && !times_done {
+                    let times = FileTimes::new()
+                        .set_accessed(src.atime)
+                        .set_modified(src.mtime);
+                    if let Err(e) = File::open(p).and_then(|f| f.set_times(times)) {
+                        self.fail(format_args!(
+                            "preserving times for '{shown}': {}",
+                            Error::Io(e)
+                        ));
+                        return false;
+                    }
+                }
+                if let Err(e) = fs::set_permissions(p, fs::Permissions::from_mode(mode)) {
+                    self.fail(format_args!(
+                        "preserving permissions for '{shown}': {}",
+                        Error::Io(e)
+                    ));
+                    return false;
+                }
+                true
+            }
+            Node::Nfs { target, fh } => {
+                let nfs = target.session.nfs();
+                if self.preserve && nfs.credential().uid == 0 {
+                    let owner = Sattr3 {
+                        uid: Some(src.uid),
+                        gid: Some(src.gid),
+                        ..Sattr3::default()
+                    };
+                    let _ = nfs.setattr(fh, &owner, None);
+                }
+                let client_time = |t: SystemTime| {
+                    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+                    SetTime::SetToClientTime(Nfstime3 {
+                        seconds: u32::try_from(d.as_secs()).unwrap_or(u32::MAX),
+                        nseconds: d.subsec_nanos(),
+                    })
+                };
+                let mut attrs = Sattr3 {
+                    mode: Some(mode),
+                    ..Sattr3::default()
+                };
+                if self.preserve {
+                    attrs.atime = client_time(src.atime);
+                    attrs.mtime = client_time(src.mtime);
+                }
+                if let Err(e) = nfs.setattr(fh, &attrs, None) {
+                    self.fail(format_args!(
+                        "preserving permissions for '{shown}': {}",
+                        Error::from(e)
+                    ));
+                    return false;
+                }
+                true
+            }
+        }
+    }
+
+    fn fix_dir(&self, dir: &DirFix) -> bool {
+        // New directories get their final mode; -p also sets existing ones'.
+        if !dir.new && !self.preserve {
+            return true;
+        }
+        self.set_attrs(&dir.node, &dir.shown, &dir.src, false)
+    }
+}
+
+/// Where cp/mv sends the sources.
+#[derive(Debug)]
+enum Dest {
+    /// Into this directory, under each source's name.
+    Into(Box<Obj>),
+    /// To this name (one source).
+    As(PathArg),
+}
+
+fn session_of(node: &Node) -> Option<&rnfs_client::Session> {
+    match node {
+        Node::Local(_) => None,
+        Node::Nfs { target, .. } => Some(&target.session),
+    }
+}
+
+fn place_session(place: &Place) -> Option<&rnfs_client::Session> {
+    match place {
+        Place::Local(_) => None,
+        Place::Nfs { dir, .. } => Some(&dir.session),
+    }
+}
+
+fn child_place(dir: &Node, name: &[u8]) -> Place {
+    match dir {
+        Node::Local(p) => Place::Local(p.join(OsStr::from_bytes(name))),
+        Node::Nfs { target, fh } => Place::Nfs {
+            dir: target.clone(),
+            dir_fh: *fh,
+            name: name.to_vec(),
+        },
+    }
+}
+
+fn child_shown(dir: &str, name: &[u8]) -> String {
+    format!(
+        "{}/{}",
+        dir.trim_end_matches('/'),
+        String::from_utf8_lossy(name)
+    )
+}
+
+fn read_link(node: &Node) -> Result<Vec<u8>, Error> {
+    match node {
+        Node::Local(p) => Ok(fs::read_link(p)?.into_os_string().into_vec()),
+        Node::Nfs { target, fh } => Ok(target.session.nfs().readlink(fh)?),
+    }
+}
+
+/// A directory's entries, sorted by name.
+fn children(dir: &Obj) -> Result<Vec<(Vec<u8>, Obj)>, Error> {
+    let mut out = Vec::new();
+    match &dir.node {
+        Node::Local(p) => {
+            for entry in fs::read_dir(p)? {
+                let entry = entry?;
+                let name = entry.file_name().into_vec();
+                let meta = entry.metadata()?;
+                let shown = child_shown(&dir.shown, &name);
+                out.push((
+                    name,
+                    Obj {
+                        node: Node::Local(entry.path()),
+                        meta: Meta::of_local(&meta),
+                        shown,
+                        attr: None,
+                    },
+                ));
+            }
+        }
+        Node::Nfs { target, fh } => {
+            for e in read_dir(&target.session, fh)? {
+                let shown = child_shown(&dir.shown, &e.name);
+                let path = join_path(&target.path, &e.name_str());
+                out.push((
+                    e.name,
+                    Obj {
+                        node: Node::Nfs {
+                            target: target.with_path(path),
+                            fh: e.fh,
+                        },
+                        meta: Meta::of_attr(&e.attr),
+                        shown,
+                        attr: Some(e.attr),
+                    },
+                ));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Whether `place` is `src` or below it (copying a directory into itself).
+fn inside(src: &Node, place: &Place) -> bool {
+    match (src, place) {
+        (Node::Nfs { target: s, .. }, Place::Nfs { dir, .. }) => {
+            if !Arc::ptr_eq(&s.session, &dir.session) {
+                return false;
+            }
+            let dst = place.nfs_path();
+            s.path.is_empty() || dst == s.path || dst.starts_with(&format!("{}/", s.path))
+        }
+        (Node::Local(s), Place::Local(d)) => {
+            let Ok(s) = fs::canonicalize(s) else {
+                return false;
+            };
+            let parent = d.parent().filter(|p| !p.as_os_str().is_empty());
+            let parent = fs::canonicalize(parent.unwrap_or(Path::new(".")));
+            match (parent, d.file_name()) {
+                (Ok(p), Some(n)) => p.join(n).starts_with(&s),
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// `rnfs cp`.
+pub(crate) fn run_cp(ctx: &Ctx, args: &CpArgs) {
+    let copier = Copier {
+        ctx,
+        recursive: args.recursive,
+        preserve: args.preserve,
+        jobs: args.jobs as usize,
+        progress: args.progress,
+        verbose: args.verbose,
+        umask: umask(),
+    };
+    let Some((srcs, dest)) = operands(ctx, &args.paths, args.target_directory.as_ref()) else {
+        return;
+    };
+    let Some(dest) = copier.destination(srcs, dest, args.target_directory.is_some()) else {
+        return;
+    };
+    let mut plan = Plan::default();
+    for src in srcs {
+        // As GNU cp: symbolic links on the command line are followed unless
+        // copying recursively.
+        let obj = match copier.stat(src, !args.recursive) {
+            Ok(o) => o,
+            Err(e) => {
+                copier.fail(format_args!("cannot stat '{}': {e}", src.text()));
+                continue;
+            }
+        };
+        let (place, shown) = match copier.target_for(src, &dest) {
+            Ok(t) => t,
+            Err(e) => {
+                let what = if obj.meta.kind == Kind::Dir {
+                    "directory"
+                } else {
+                    "regular file"
+                };
+                copier.fail(format_args!(
+                    "cannot create {what} '{}': {e}",
+                    dest_text(&dest)
+                ));
+                continue;
+            }
+        };
+        if obj.meta.kind == Kind::Dir && args.recursive && inside(&obj.node, &place) {
+            copier.fail(format_args!(
+                "cannot copy a directory, '{}', into itself, '{shown}'",
+                obj.shown
+            ));
+            continue;
+        }
+        copier.walk(&obj, &place, &shown, &mut plan);
+    }
+    copier.execute(plan);
+}
+
+fn dest_text(dest: &Dest) -> String {
+    match dest {
+        Dest::Into(o) => o.shown.clone(),
+        Dest::As(a) => a.text(),
+    }
+}
+
+/// `rnfs mv`.
+pub(crate) fn run_mv(ctx: &Ctx, args: &MvArgs) {
+    let copier = Copier {
+        ctx,
+        recursive: true,
+        preserve: true,
+        jobs: args.jobs as usize,
+        progress: args.progress,
+        verbose: false,
+        umask: umask(),
+    };
+    let Some((srcs, dest)) = operands(ctx, &args.paths, args.target_directory.as_ref()) else {
+        return;
+    };
+    let Some(dest) = copier.destination(srcs, dest, args.target_directory.is_some()) else {
+        return;
+    };
+    for src in srcs {
+        let obj = match copier.stat(src, false) {
+            Ok(o) => o,
+            Err(e) => {
+                copier.fail(format_args!("cannot stat '{}': {e}", src.text()));
+                continue;
+            }
+        };
+        let (place, shown) = match copier.target_for(src, &dest) {
+            Ok(t) => t,
+            Err(e) => {
+                copier.fail(format_args!(
+                    "cannot move '{}' to '{}': {e}",
+                    obj.shown,
+                    dest_text(&dest)
+                ));
+                continue;
+            }
+        };
+        match rename(&obj, &place) {
+            Ok(()) => {
+                if args.verbose {
+                    println!("renamed '{}' -> '{shown}'", obj.shown);
+                }
+            }
+            Err(e) if e.errno() == Errno::EXDEV as i32 => {
+                if move_by_copy(&copier, &obj, &place, &shown) && args.verbose {
+                    println!(
+                        "copied '{}' -> '{shown}', removed '{}'",
+                        obj.shown, obj.shown
+                    );
+                }
+            }
+            Err(e) => copier.fail(format_args!(
+                "cannot move '{}' to '{shown}': {e}",
+                obj.shown
+            )),
+        }
+    }
+}
+
+/// A rename within one file system; EXDEV when `src` and `dst` are not on
+/// the same one.
+fn rename(src: &Obj, dst: &Place) -> Result<(), Error> {
+    match (&src.node, dst) {
+        (Node::Local(s), Place::Local(d)) => Ok(fs::rename(s, d)?),
+        (Node::Nfs { target, .. }, Place::Nfs { dir, dir_fh, name })
+            if Arc::ptr_eq(&target.session, &dir.session) =>
+        {
+            let Some((parent, sname)) = target.split() else {
+                return Err(Error::Errno(Errno::EBUSY as i32));
+            };
+            let from = resolve(&target.session, parent, true)?;
+            target
+                .session
+                .nfs()
+                .rename(&from.fh, sname.as_bytes(), dir_fh, name)?;
+            Ok(())
+        }
+        _ => Err(Error::Errno(Errno::EXDEV as i32)),
+    }
+}
+
+/// mv between file systems: copy with modes and times, then remove the
+/// source if every part of the copy succeeded.
+fn move_by_copy(copier: &Copier<'_>, src: &Obj, dst: &Place, shown: &str) -> bool {
+    let existing = match dst.lstat(shown) {
+        Ok(e) => e,
+        Err(e) => {
+            copier.fail(format_args!("cannot stat '{shown}': {e}"));
+            return false;
+        }
+    };
+    if let Some(e) = &existing {
+        let problem = match (src.meta.kind == Kind::Dir, e.meta.kind == Kind::Dir) {
+            (true, true) => match children(e) {
+                Ok(c) if c.is_empty() => None,
+                Ok(_) => Some(Error::Errno(Errno::ENOTEMPTY as i32).to_string()),
+                Err(err) => Some(err.to_string()),
+            },
+            (false, true) => Some(format!(
+                "cannot overwrite directory '{shown}' with non-directory"
+            )),
+            (true, false) => Some(format!(
+                "cannot overwrite non-directory '{shown}' with directory '{}'",
+                src.shown
+            )),
+            // rename(2) replaces a non-directory, a symbolic link included.
+            (false, false) => match dst.remove() {
+                Ok(()) => None,
+                Err(err) => Some(format!("cannot remove '{shown}': {err}")),
+            },
+        };
+        if let Some(msg) = problem {
+            if msg.starts_with("cannot") {
+                copier.fail(msg);
+            } else {
+                copier.fail(format_args!(
+                    "cannot move '{}' to '{shown}': {msg}",
+                    src.shown
+                ));
+            }
+            return false;
+        }
+    }
+    let mut plan = Plan::default();
+    if !copier.walk(src, dst, shown, &mut plan) || !copier.execute(plan) {
+        return false;
+    }
+    let removed = match &src.node {
+        Node::Local(p) if src.meta.kind == Kind::Dir => {
+            fs::remove_dir_all(p).map(|()| true).map_err(Error::from)
+        }
+        Node::Local(p) => fs::remove_file(p).map(|()| true).map_err(Error::from),
+        Node::Nfs { target, fh } => remove_nfs(copier, target, fh, src),
+    };
+    match removed {
+        Ok(done) => done,
+        Err(e) => {
+            copier.fail(format_args!("cannot remove '{}': {e}", src.shown));
+            false
+        }
+    }
+}
+
+/// Removes an NFS source after its copy; `Ok(false)` when a failure below
+/// it was already reported.
+fn remove_nfs(
+    copier: &Copier<'_>,
+    target: &Target,
+    fh: &FileHandle,
+    src: &Obj,
+) -> Result<bool, Error> {
+    let Some((parent, name)) = target.split() else {
+        return Err(Error::Errno(Errno::EBUSY as i32));
+    };
+    let session = &target.session;
+    if src.meta.kind == Kind::Dir {
+        let fail =
+            |shown: &str, e: &Error| copier.fail(format_args!("cannot remove '{shown}': {e}"));
+        if !super::rm::remove_tree(session, fh, &src.shown, &fail, false) {
+            return Ok(false);
+        }
+    }
+    let dir = resolve(session, parent, true)?;
+    if src.meta.kind == Kind::Dir {
+        session.nfs().rmdir(&dir.fh, name.as_bytes())?;
+    } else {
+        session.nfs().remove(&dir.fh, name.as_bytes())?;
+    }
+    Ok(true)
+}

@@ -1,0 +1,682 @@
+//! The client commands as processes against `rnfs serve` on a temporary
+//! directory: output, files on disk, exit codes and messages.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, UNIX_EPOCH};
+
+fn rnfs() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rnfs"));
+    c.env_remove("RUST_LOG").env("TZ", "UTC");
+    c
+}
+
+/// A fresh empty directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("rnfs-cc-{tag}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `rnfs serve` on a temporary export; killed on drop.
+struct Server {
+    child: Child,
+    export: TempDir,
+    _state: TempDir,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(tag: &str) -> Server {
+        let export = TempDir::new(tag);
+        let state = TempDir::new(&format!("{tag}-state"));
+        let mut child = rnfs()
+            .args(["serve", "--listen", "127.0.0.1:0", "--threads", "4"])
+            .args(["--log", "info", "--squash", "none"])
+            .arg(&export.0)
+            .arg("--state-dir")
+            .arg(&state.0)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let port = loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("no startup line from rnfs serve");
+            if let Some((_, rest)) = line.split_once("serving on ") {
+                let addr: std::net::SocketAddr =
+                    rest.split_whitespace().next().unwrap().parse().unwrap();
+                break addr.port();
+            }
+        };
+        Server {
+            child,
+            export,
+            _state: state,
+            port,
+        }
+    }
+
+    /// The URL of `rel` (relative to the export; "" for the root).
+    fn url(&self, rel: &str) -> String {
+        let root = format!("nfs://127.0.0.1:{}{}", self.port, self.export.0.display());
+        if rel.is_empty() {
+            root
+        } else {
+            format!("{root}/{rel}")
+        }
+    }
+
+    /// The host path of `rel`.
+    fn path(&self, rel: &str) -> PathBuf {
+        self.export.0.join(rel)
+    }
+}
+
+struct Run {
+    code: i32,
+    out: String,
+    err: String,
+}
+
+fn run(args: &[&str]) -> Run {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = rnfs().args(args).output().unwrap();
+    Run {
+        code: status.code().unwrap(),
+        out: String::from_utf8_lossy(&stdout).into_owned(),
+        err: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+/// Runs and asserts success.
+fn ok(args: &[&str]) -> String {
+    let r = run(args);
+    assert_eq!(r.code, 0, "rnfs {args:?}: stderr: {}", r.err);
+    r.out
+}
+
+/// Deterministic pseudo-random bytes (xorshift).
+fn data(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+fn write(path: &Path, bytes: &[u8], mode: u32) {
+    fs::write(path, bytes).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn set_mtime(path: &Path, secs: u64) {
+    let t = UNIX_EPOCH + Duration::from_secs(secs);
+    let f = fs::File::options().write(true).open(path).unwrap();
+    f.set_times(fs::FileTimes::new().set_modified(t).set_accessed(t))
+        .unwrap();
+}
+
+/// Asserts two trees hold the same names, file bytes and link targets.
+fn assert_same_tree(a: &Path, b: &Path) {
+    let mut names_a: Vec<_> = fs::read_dir(a)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let mut names_b: Vec<_> = fs::read_dir(b)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names_a.sort();
+    names_b.sort();
+    assert_eq!(names_a, names_b, "{} vs {}", a.display(), b.display());
+    for name in names_a {
+        let (pa, pb) = (a.join(&name), b.join(&name));
+        let (ma, mb) = (
+            fs::symlink_metadata(&pa).unwrap(),
+            fs::symlink_metadata(&pb).unwrap(),
+        );
+        assert_eq!(ma.file_type(), mb.file_type(), "{}", pb.display());
+        if ma.is_dir() {
+            assert_same_tree(&pa, &pb);
+        } else if ma.file_type().is_symlink() {
+            assert_eq!(fs::read_link(&pa).unwrap(), fs::read_link(&pb).unwrap());
+        } else {
+            assert!(
+                fs::read(&pa).unwrap() == fs::read(&pb).unwrap(),
+                "{}",
+                pb.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn ls_lists_like_gnu_ls() {
+    let s = Server::start("ls");
+    write(&s.path("a.txt"), b"hello", 0o644);
+    write(&s.path(".hidden"), b"", 0o600);
+    write(&s.path("big"), &[7; 1536], 0o640);
+    fs::create_dir(s.path("sub")).unwrap();
+    write(&s.path("sub/inner"), b"x", 0o644);
+    std::os::unix::fs::symlink("a.txt", s.path("link")).unwrap();
+    // 2001-02-03 04:05:06 UTC: older than six months, shown with its year.
+    set_mtime(&s.path("a.txt"), 981_173_106);
+
+    let root = s.url("");
+    assert_eq!(ok(&["ls", &root]), "a.txt\nbig\nlink\nsub\n");
+    assert_eq!(
+        ok(&["ls", "-1", "-A", &root]),
+        ".hidden\na.txt\nbig\nlink\nsub\n"
+    );
+    let all = ok(&["ls", "-a", &root]);
+    assert!(all.starts_with(".\n..\n.hidden\n"), "{all}");
+
+    let long = ok(&["ls", "-l", &root]);
+    let lines: Vec<&str> = long.lines().collect();
+    assert!(lines[0].starts_with("total "), "{long}");
+    assert_eq!(lines.len(), 5, "{long}");
+    let a = lines[1];
+    assert!(a.starts_with("-rw-r--r-- 1 "), "{a}");
+    assert!(a.ends_with(" 5 Feb  3  2001 a.txt"), "{a}");
+    assert!(
+        lines[2].starts_with("-rw-r----- 1 ") && lines[2].contains(" 1536 "),
+        "{}",
+        lines[2]
+    );
+    let link = lines[3];
+    assert!(
+        link.starts_with("lrwxrwxrwx ") && link.ends_with(" link -> a.txt"),
+        "{link}"
+    );
+    // A recent time is shown with hours and minutes: "Mon DD HH:MM name".
+    let sub = lines[4];
+    assert!(sub.starts_with("drwx"), "{sub}");
+    let time = &sub[sub.len() - "Jan 01 12:34 sub".len()..sub.len() - " sub".len()];
+    assert_eq!(time.as_bytes()[9], b':', "{sub}");
+    // Columns line up: every name starts at the same place for same-width times.
+    assert_eq!(a.len() - "a.txt".len(), lines[2].len() - "big".len());
+
+    let human = ok(&["ls", "-lh", &s.url("big")]);
+    assert!(human.contains(" 1.5K "), "{human}");
+    assert!(human.trim_end().ends_with(&s.url("big")), "{human}");
+
+    let dir = ok(&["ls", "-ld", &s.url("sub")]);
+    assert!(
+        dir.starts_with('d') && dir.trim_end().ends_with(&s.url("sub")),
+        "{dir}"
+    );
+
+    let rec = ok(&["ls", "-R", &root]);
+    assert_eq!(
+        rec,
+        format!("{root}:\na.txt\nbig\nlink\nsub\n\n{root}/sub:\ninner\n")
+    );
+
+    // Files first, then each directory under a header.
+    let mixed = ok(&["ls", &s.url("a.txt"), &s.url("sub")]);
+    assert_eq!(
+        mixed,
+        format!("{}\n\n{}:\ninner\n", s.url("a.txt"), s.url("sub"))
+    );
+}
+
+#[test]
+fn ls_exit_codes_follow_gnu_ls() {
+    let s = Server::start("lserr");
+    write(&s.path("f"), b"1", 0o644);
+    let missing = s.url("nope");
+    let r = run(&["ls", &missing, &s.url("f")]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert_eq!(
+        r.err,
+        format!("rnfs ls: cannot access '{missing}': No such file or directory\n")
+    );
+    assert_eq!(r.out, format!("{}\n", s.url("f")));
+
+    // A path through a regular file.
+    let r = run(&["ls", &s.url("f/x")]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.ends_with("Not a directory\n"), "{}", r.err);
+
+    // Nothing listens on port 1.
+    let r = run(&["ls", "--timeout", "5", "nfs://127.0.0.1:1/x"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.err
+            .starts_with("rnfs ls: cannot access 'nfs://127.0.0.1:1/x': Connection refused"),
+        "{}",
+        r.err
+    );
+}
+
+#[test]
+fn bad_arguments_are_usage_errors() {
+    for args in [
+        &["ls", "http://h/x"][..],
+        &["ls", "nfs://h:0/x"],
+        &["ls", "nfs:///x"],
+        &["cat", "nfs://h/x?version=4"],
+        &["ls"],
+        &["cp", "ftp://h/x", "/tmp"],
+        &["mkdir", "-m", "u+x", "nfs://h/e/d"],
+        &["ls", "--nconnect", "0", "nfs://h/e"],
+    ] {
+        let r = run(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.err);
+        assert!(r.err.starts_with("error: "), "{args:?}: {}", r.err);
+    }
+    let r = run(&["ls", "http://h/x"]);
+    assert!(r.err.contains("not an nfs:// URL"), "{}", r.err);
+    let r = run(&["cp", "nfs://h/e/a"]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.err,
+        "rnfs cp: missing destination file operand after 'nfs://h/e/a'\n"
+    );
+    let help = ok(&["cp", "--help"]);
+    assert!(
+        help.contains("Examples:") && help.contains("--jobs"),
+        "{help}"
+    );
+    let help = ok(&["ls", "--help"]);
+    assert!(help.contains("-h, --human-readable"), "{help}");
+}
+
+#[test]
+fn stat_prints_gnu_stat_format() {
+    let s = Server::start("stat");
+    write(&s.path("f"), b"hello", 0o640);
+    std::os::unix::fs::symlink("f", s.path("l")).unwrap();
+    let url = s.url("f");
+    let out = ok(&["stat", &url]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], format!("  File: {url}"));
+    assert!(
+        lines[1].starts_with("  Size: 5         \tBlocks: "),
+        "{out}"
+    );
+    assert!(lines[1].ends_with(" regular file"), "{out}");
+    let ino = fs::metadata(s.path("f")).unwrap().ino();
+    assert!(
+        lines[2].contains(&format!("\tInode: {ino:<11} Links: 1")),
+        "{out}"
+    );
+    assert!(
+        lines[3].starts_with("Access: (0640/-rw-r-----)  Uid: ("),
+        "{out}"
+    );
+    assert!(
+        lines[4].starts_with("Access: 20") && lines[4].ends_with(" +0000"),
+        "{out}"
+    );
+    assert!(lines[5].starts_with("Modify: ") && lines[6].starts_with("Change: "));
+
+    let out = ok(&["stat", &s.url("l")]);
+    assert!(
+        out.starts_with(&format!("  File: {} -> f\n", s.url("l"))),
+        "{out}"
+    );
+    assert!(out.contains("symbolic link"), "{out}");
+    let out = ok(&["stat", "-L", &s.url("l")]);
+    assert!(out.contains("regular file"), "{out}");
+
+    let r = run(&["stat", &s.url("nope")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.err,
+        format!(
+            "rnfs stat: cannot stat '{}': No such file or directory\n",
+            s.url("nope")
+        )
+    );
+}
+
+#[test]
+fn cat_streams_files_in_order() {
+    let s = Server::start("cat");
+    write(&s.path("a"), b"first\n", 0o644);
+    let big = data(3 << 20, 7);
+    write(&s.path("b"), &big, 0o644);
+    let out = rnfs()
+        .args(["cat", &s.url("a"), &s.url("b")])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(&out.stdout[..6], b"first\n");
+    assert!(out.stdout[6..] == big[..], "cat of a 3 MiB file differs");
+
+    fs::create_dir(s.path("d")).unwrap();
+    let r = run(&["cat", &s.url("d"), &s.url("nope"), &s.url("a")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.out, "first\n");
+    assert_eq!(
+        r.err,
+        format!(
+            "rnfs cat: {}: Is a directory\nrnfs cat: {}: No such file or directory\n",
+            s.url("d"),
+            s.url("nope")
+        )
+    );
+}
+
+#[test]
+fn cp_round_trips_a_large_file() {
+    let s = Server::start("cpbig");
+    let local = TempDir::new("cpbig-local");
+    let bytes = data((12 << 20) + 12_345, 42);
+    let src = local.0.join("src.bin");
+    write(&src, &bytes, 0o640);
+    set_mtime(&src, 1_000_000_000);
+
+    // local -> NFS, into a directory.
+    ok(&["cp", src.to_str().unwrap(), &s.url("")]);
+    let on_server = fs::read(s.path("src.bin")).unwrap();
+    assert_eq!(on_server.len(), bytes.len());
+    assert!(on_server == bytes, "uploaded bytes differ");
+    // Without -p: the mode less the umask, a new mtime.
+    let meta = fs::metadata(s.path("src.bin")).unwrap();
+    assert_ne!(meta.mtime(), 1_000_000_000);
+
+    // NFS -> local under a new name, NFS -> NFS, and back.
+    let back = local.0.join("back.bin");
+    ok(&["cp", &s.url("src.bin"), back.to_str().unwrap()]);
+    assert!(fs::read(&back).unwrap() == bytes, "downloaded bytes differ");
+    ok(&["cp", &s.url("src.bin"), &s.url("copy.bin")]);
+    assert!(
+        fs::read(s.path("copy.bin")).unwrap() == bytes,
+        "server copy differs"
+    );
+
+    // Overwriting a longer file truncates it.
+    write(&s.path("short"), &data(20 << 20, 3), 0o644);
+    ok(&["cp", src.to_str().unwrap(), &s.url("short")]);
+    assert!(fs::read(s.path("short")).unwrap() == bytes);
+
+    // -p keeps mode and times, both directions.
+    ok(&["cp", "-p", src.to_str().unwrap(), &s.url("kept.bin")]);
+    let meta = fs::metadata(s.path("kept.bin")).unwrap();
+    assert_eq!(meta.mode() & 0o7777, 0o640);
+    assert_eq!(meta.mtime(), 1_000_000_000);
+    let kept = local.0.join("kept.bin");
+    ok(&["cp", "-p", &s.url("kept.bin"), kept.to_str().unwrap()]);
+    let meta = fs::metadata(&kept).unwrap();
+    assert_eq!(meta.mode() & 0o7777, 0o640);
+    assert_eq!(meta.mtime(), 1_000_000_000);
+    assert!(fs::read(&kept).unwrap() == bytes);
+
+    // Forced progress on a non-terminal: plain lines on stderr.
+    let r = run(&["cp", "--progress", src.to_str().unwrap(), &s.url("p.bin")]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.err.contains("1/1 files"), "{}", r.err);
+}
+
+#[test]
+fn cp_copies_trees_in_parallel() {
+    let s = Server::start("cptree");
+    let local = TempDir::new("cptree-local");
+    let tree = local.0.join("tree");
+    for d in ["a/b/c", "a/e", "empty"] {
+        fs::create_dir_all(tree.join(d)).unwrap();
+    }
+    for i in 0..24 {
+        let dir = ["a", "a/b", "a/b/c", "a/e"][i % 4];
+        write(
+            &tree.join(dir).join(format!("f{i}")),
+            &data(i * 50_000, i as u64),
+            0o644,
+        );
+    }
+    std::os::unix::fs::symlink("../f0", tree.join("a/b/rel")).unwrap();
+    fs::set_permissions(tree.join("a/e"), fs::Permissions::from_mode(0o750)).unwrap();
+
+    // Without -r a directory is skipped.
+    let r = run(&["cp", tree.to_str().unwrap(), &s.url("")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.err,
+        format!(
+            "rnfs cp: -r not specified; omitting directory '{}'\n",
+            tree.display()
+        )
+    );
+
+    // DEST does not exist: the tree is copied as DEST.
+    ok(&["cp", "-r", "-j", "8", tree.to_str().unwrap(), &s.url("up")]);
+    assert_same_tree(&tree, &s.path("up"));
+    let mode = fs::metadata(s.path("up/a/e")).unwrap().mode() & 0o7777;
+    assert_eq!(mode & 0o700, 0o700);
+    assert_eq!(mode & 0o007, 0, "mode {mode:o}");
+
+    // DEST is a directory: the tree goes into it.
+    let down = local.0.join("down");
+    fs::create_dir(&down).unwrap();
+    ok(&["cp", "-r", &s.url("up"), down.to_str().unwrap()]);
+    assert_same_tree(&tree, &down.join("up"));
+
+    // NFS to NFS, then into itself.
+    ok(&["cp", "-R", &s.url("up"), &s.url("up2")]);
+    assert_same_tree(&tree, &s.path("up2"));
+    let r = run(&["cp", "-r", &s.url("up"), &s.url("up/a")]);
+    assert_eq!(r.code, 1);
+    assert!(r.err.contains("into itself"), "{}", r.err);
+
+    // Several sources need a directory.
+    let r = run(&[
+        "cp",
+        &s.url("up/a/f0"),
+        &s.url("up/a/f4"),
+        &s.url("up/a/f0"),
+    ]);
+    assert_eq!(r.code, 1);
+    assert!(r.err.ends_with("is not a directory\n"), "{}", r.err);
+    let r = run(&["cp", &s.url("up/a/f0"), &s.url("up/a/f0")]);
+    assert_eq!(r.code, 1);
+    assert!(r.err.ends_with("are the same file\n"), "{}", r.err);
+    let r = run(&["cp", &s.url("missing"), down.to_str().unwrap()]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.err,
+        format!(
+            "rnfs cp: cannot stat '{}': No such file or directory\n",
+            s.url("missing")
+        )
+    );
+}
+
+#[test]
+fn mv_renames_or_copies_then_removes() {
+    let s = Server::start("mv");
+    let local = TempDir::new("mv-local");
+    write(&s.path("a"), b"aaa", 0o644);
+    fs::create_dir(s.path("dir")).unwrap();
+
+    // Within the export: RENAME, into a directory.
+    let ino = fs::metadata(s.path("a")).unwrap().ino();
+    ok(&["mv", &s.url("a"), &s.url("dir")]);
+    assert!(!s.path("a").exists());
+    assert_eq!(fs::metadata(s.path("dir/a")).unwrap().ino(), ino);
+    ok(&["mv", &s.url("dir"), &s.url("renamed")]);
+    assert!(s.path("renamed/a").exists());
+
+    // NFS -> local: copied, then removed from the server.
+    let dst = local.0.join("got");
+    ok(&["mv", &s.url("renamed"), dst.to_str().unwrap()]);
+    assert_eq!(fs::read(dst.join("a")).unwrap(), b"aaa");
+    assert!(!s.path("renamed").exists());
+
+    // local -> NFS.
+    ok(&["mv", dst.to_str().unwrap(), &s.url("back")]);
+    assert_eq!(fs::read(s.path("back/a")).unwrap(), b"aaa");
+    assert!(!dst.exists());
+
+    let r = run(&["mv", &s.url("nope"), &s.url("x")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.err,
+        format!(
+            "rnfs mv: cannot stat '{}': No such file or directory\n",
+            s.url("nope")
+        )
+    );
+}
+
+#[test]
+fn mkdir_and_rm_behave_like_coreutils() {
+    let s = Server::start("mkrm");
+    ok(&["mkdir", "-p", &s.url("a/b/c")]);
+    assert!(s.path("a/b/c").is_dir());
+    ok(&["mkdir", "-p", &s.url("a/b")]);
+    ok(&["mkdir", "-m", "700", &s.url("private")]);
+    assert_eq!(
+        fs::metadata(s.path("private")).unwrap().mode() & 0o7777,
+        0o700
+    );
+
+    let r = run(&["mkdir", &s.url("a")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.err,
+        format!(
+            "rnfs mkdir: cannot create directory '{}': File exists\n",
+            s.url("a")
+        )
+    );
+    let r = run(&["mkdir", &s.url("x/y")]);
+    assert_eq!(r.code, 1);
+    assert!(r.err.ends_with("No such file or directory\n"), "{}", r.err);
+
+    write(&s.path("a/b/c/f"), b"1", 0o644);
+    write(&s.path("a/top"), b"2", 0o644);
+    let r = run(&["rm", &s.url("a")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.err,
+        format!("rnfs rm: cannot remove '{}': Is a directory\n", s.url("a"))
+    );
+    ok(&["rm", &s.url("a/top")]);
+    assert!(!s.path("a/top").exists());
+    let r = run(&["rm", "-d", &s.url("a")]);
+    assert_eq!(r.code, 1);
+    assert!(r.err.ends_with("Directory not empty\n"), "{}", r.err);
+    ok(&["rm", "-d", &s.url("private")]);
+    assert!(!s.path("private").exists());
+    ok(&["rm", "-r", &s.url("a")]);
+    assert!(!s.path("a").exists());
+
+    let r = run(&["rm", &s.url("gone")]);
+    assert_eq!(r.code, 1);
+    assert!(r.err.ends_with("No such file or directory\n"), "{}", r.err);
+    let r = run(&["rm", "-f", &s.url("gone")]);
+    assert_eq!((r.code, r.err.as_str()), (0, ""));
+    let r = run(&["rm", "-r", &s.url("")]);
+    assert_eq!(r.code, 1);
+    assert!(s.export.0.is_dir());
+}
+
+#[test]
+fn df_prints_gnu_df_columns() {
+    let s = Server::start("df");
+    let root = s.url("");
+    let out = ok(&["df", &root]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines[0].starts_with("Filesystem") && lines[0].ends_with("Use% Mounted on"),
+        "{out}"
+    );
+    assert!(
+        lines[0].contains("1K-blocks") && lines[0].contains("Available"),
+        "{out}"
+    );
+    let fields: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(fields[0], format!("127.0.0.1:{}", s.export.0.display()));
+    assert_eq!(fields[5], root);
+    let (size, used, avail): (u64, u64, u64) = (
+        fields[1].parse().unwrap(),
+        fields[2].parse().unwrap(),
+        fields[3].parse().unwrap(),
+    );
+    assert!(size > 0 && used <= size && avail <= size, "{out}");
+    assert!(fields[4].ends_with('%'), "{out}");
+
+    let out = ok(&["df", "-h", &root]);
+    assert!(
+        out.starts_with("Filesystem") && out.contains("  Size  Used Avail Use% Mounted on\n"),
+        "{out}"
+    );
+    let out = ok(&["df", "-i", &root]);
+    assert!(out.contains("Inodes") && out.contains("IUse%"), "{out}");
+
+    let r = run(&["df", &s.url("nope")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.err,
+        format!("rnfs df: {}: No such file or directory\n", s.url("nope"))
+    );
+}
+
+#[test]
+fn uid_and_gid_choose_the_identity() {
+    let s = Server::start("ids");
+    let me = fs::metadata("/proc/self").unwrap().uid();
+    let ids = ["--uid", "4242", "--gid", "4343"];
+    if me == 0 {
+        // The server runs as root and acts as the caller: uid 4242 may not
+        // write to root's 0755 export, and owns what it makes in a 1777 one.
+        let r = run(&[&["mkdir"][..], &ids, &[&s.url("denied")]].concat());
+        assert_eq!(r.code, 1);
+        assert!(r.err.ends_with("': Permission denied\n"), "{}", r.err);
+        fs::set_permissions(&s.export.0, fs::Permissions::from_mode(0o1777)).unwrap();
+        ok(&[&["mkdir"][..], &ids, &[&s.url("mine")]].concat());
+        let meta = fs::metadata(s.path("mine")).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (4242, 4343));
+        let out = ok(&["ls", "-ld", &s.url("mine")]);
+        assert!(out.contains(" 4242 4343 "), "{out}");
+    } else {
+        // As another user the server acts as itself whatever the credential
+        // says: the directory is ours.
+        ok(&[&["mkdir"][..], &ids, &[&s.url("mine")]].concat());
+        assert_eq!(fs::metadata(s.path("mine")).unwrap().uid(), me);
+    }
+}
