@@ -503,5 +503,7 @@ fn try_submit_never_waits_for_a_slot() {
     assert!(t0.elapsed() < Duration::from_secs(1), "try_submit waited");
     held.wait(|_| Ok(())).unwrap();
     let next = rpc.try_submit(&cred, 100_003, 3, 0, &()).unwrap();
-    next.expect("a slot is free again").wait(|_| Ok(())).unwrap();
+    next.expect("a slot is free again")
+        .wait(|_| Ok(()))
+        .unwrap();
 }
