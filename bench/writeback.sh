@@ -54,7 +54,7 @@ port=$(free_port)
 "$rnfs" serve "$work/export" --listen "127.0.0.1:$port" --squash none \
   --state-dir "$work/state" $server_args >"$work/server.log" 2>&1 &
 server_pid=$!
-wait_null "$port" 30 || { echo "rnfs serve did not start:"; tail "$work/server.log"; exit 1; }
+wait_port "$port" 30 || { echo "rnfs serve did not start:"; tail "$work/server.log"; exit 1; }
 
 results="$work/results.txt"
 : >"$results"

@@ -64,12 +64,18 @@ ganesha_cmd() {
   echo "exec ganesha.nfsd -F -f $1/ganesha.conf -p $1/ganesha.pid -L $1/ganesha.log"
 }
 
-# wait_null PORT [SECONDS]: waits until an NFSv3 NULL call on PORT succeeds.
-wait_null() {
-  local deadline=$((SECONDS + ${2:-30}))
-  while [ $SECONDS -lt $deadline ]; do
-    rpcinfo -T tcp -n "$1" 127.0.0.1 100003 3 >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  return 1
+# wait_port PORT [SECONDS]: waits until 127.0.0.1:PORT accepts TCP connections
+# (rpcinfo -n still needs rpcbind, which an rnfs run may not have).
+wait_port() {
+  python3 - "$1" "${2:-30}" <<'PY'
+import socket, sys, time
+port, deadline = int(sys.argv[1]), time.time() + float(sys.argv[2])
+while time.time() < deadline:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.2)
+sys.exit(1)
+PY
 }
