@@ -3,6 +3,8 @@
 //! Each subcommand lives in its own module with an `Args` struct (clap derive) and a
 //! `run` function; adding one is a variant in [`Command`] and a match arm in `main`.
 #![forbid(unsafe_code)]
+// Doc comments here are clap's --help text: `nfs://HOST[:PORT]/...` is not a link.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
