@@ -43,9 +43,7 @@ cleanup() {
 trap cleanup EXIT
 
 (cd "$repo" && cargo build --release --quiet --bin rnfs)
-target=${CARGO_TARGET_DIR:-$repo/target}
-case "$target" in /*) ;; *) target="$repo/$target" ;; esac
-rnfs="$target/release/rnfs"
+rnfs=$(rnfs_release_bin "$repo")
 gcc -O2 -Wall -o "$work/libnfs-load" "$here/tools/libnfs-load.c" -lnfs
 
 mkdir -p "$work/export"

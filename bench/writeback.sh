@@ -28,9 +28,7 @@ while [ $# -gt 0 ]; do
 done
 
 (cd "$repo" && cargo build --release --quiet --bin rnfs)
-target=${CARGO_TARGET_DIR:-$repo/target}
-case "$target" in /*) ;; *) target="$repo/$target" ;; esac
-rnfs="$target/release/rnfs"
+rnfs=$(rnfs_release_bin "$repo")
 
 work=$(mktemp -d /var/tmp/rnfs-wb.XXXXXX)
 mkdir -p "$work/export" "$work/mnt"

@@ -1,6 +1,6 @@
-# Shared by run-all.sh and the bench/ scripts: free ports, rpcbind and an
-# nfs-ganesha (VFS or MEM backend) on 127.0.0.1. Source it; it sets nothing
-# until a function is called.
+# Shared by run-all.sh and the bench/ scripts: free ports, rpcbind, an
+# nfs-ganesha (VFS or MEM backend) on 127.0.0.1 and the path of the release
+# rnfs binary. Source it; it sets nothing until a function is called.
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -62,6 +62,14 @@ CONF
 # ganesha_cmd WORK: the command line that runs ganesha in the foreground.
 ganesha_cmd() {
   echo "exec ganesha.nfsd -F -f $1/ganesha.conf -p $1/ganesha.pid -L $1/ganesha.log"
+}
+
+# rnfs_release_bin REPO: where `cargo build --release --bin rnfs` run in REPO
+# puts the binary ($CARGO_TARGET_DIR, relative to REPO, else REPO/target).
+rnfs_release_bin() {
+  local target=${CARGO_TARGET_DIR:-$1/target}
+  case "$target" in /*) ;; *) target="$1/$target" ;; esac
+  echo "$target/release/rnfs"
 }
 
 # wait_port PORT [SECONDS]: waits until 127.0.0.1:PORT accepts TCP connections

@@ -90,12 +90,10 @@ case "$server" in
   rnfs)
     say "cargo build --release --bin rnfs"
     (cd "$repo" && cargo build --release --bin rnfs) || die "cargo build --release --bin rnfs failed"
-    target=${CARGO_TARGET_DIR:-$repo/target}
-    case "$target" in /*) ;; *) target="$repo/$target" ;; esac
     mount_path=${RNFS_MOUNT_PATH:-$export_dir}
     # No root squashing (the guest runs as root, like ganesha's No_Root_Squash);
     # the handle key lives in the work dir so handles survive the restart test.
-    server_cmd="exec $target/release/rnfs serve $export_dir --listen 127.0.0.1:$port --squash none --state-dir $work/rnfs-state ${RNFS_ARGS:-}"
+    server_cmd="exec $(rnfs_release_bin "$repo") serve $export_dir --listen 127.0.0.1:$port --squash none --state-dir $work/rnfs-state ${RNFS_ARGS:-}"
     ;;
 esac
 

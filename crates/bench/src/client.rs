@@ -156,15 +156,43 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new(3).expect("3 significant figures is valid")
 }
 
-struct Rng(u64);
+/// What a thread or task of [`client_load`] keeps besides its calls: its
+/// random offsets and the latencies measured.
+struct Worker {
+    /// xorshift64* state.
+    rng: u64,
+    size: u32,
+    blocks: u64,
+    latencies: Histogram<u64>,
+    measuring: Arc<AtomicBool>,
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+impl Worker {
+    /// Worker number `t` (its own offsets) of `size`-byte calls within
+    /// `blocks` blocks.
+    fn new(t: u32, size: u32, blocks: u64, measuring: Arc<AtomicBool>) -> Self {
+        Self {
+            rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(t) + 1),
+            size,
+            blocks,
+            latencies: new_histogram(),
+            measuring,
+        }
+    }
+
+    /// A random `size`-aligned offset in the test file.
+    fn next_offset(&mut self) -> u64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) % self.blocks) * u64::from(self.size)
+    }
+
+    /// Records the call started at `t0`, while measuring.
+    fn done(&mut self, t0: Instant) {
+        if self.measuring.load(Ordering::Relaxed) {
+            let _ = self.latencies.record(t0.elapsed().as_nanos() as u64);
+        }
     }
 }
 
@@ -192,15 +220,14 @@ pub fn client_load(p: &ClientLoadParams) -> Result<ClientLoadRow, ClientBenchErr
         LoadMode::Threads => (0..p.threads)
             .map(|t| {
                 let nfs = session.nfs().clone();
-                let (stop, measuring, start) = (stop.clone(), measuring.clone(), start.clone());
-                let (op, size) = (p.op, p.size);
+                let (stop, start) = (stop.clone(), start.clone());
+                let op = p.op;
+                let mut w = Worker::new(t, p.size, blocks, measuring.clone());
                 thread::spawn(move || {
-                    let mut h = new_histogram();
-                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (u64::from(t) + 1));
-                    let mut buf = vec![0u8; size as usize];
+                    let mut buf = vec![0u8; w.size as usize];
                     start.wait();
                     while !stop.load(Ordering::Relaxed) {
-                        let off = (rng.next() % blocks) * u64::from(size);
+                        let off = w.next_offset();
                         let t0 = Instant::now();
                         match op {
                             ClientOp::Null => nfs.null()?,
@@ -214,11 +241,9 @@ pub fn client_load(p: &ClientLoadParams) -> Result<ClientLoadRow, ClientBenchErr
                                 nfs.write(&fh, off, &buf, StableHow::Unstable)?;
                             }
                         }
-                        if measuring.load(Ordering::Relaxed) {
-                            let _ = h.record(t0.elapsed().as_nanos() as u64);
-                        }
+                        w.done(t0);
                     }
-                    Ok(h)
+                    Ok(w.latencies)
                 })
             })
             .collect(),
@@ -234,8 +259,8 @@ pub fn client_load(p: &ClientLoadParams) -> Result<ClientLoadRow, ClientBenchErr
                 rt.block_on(async move {
                     let mut set = tokio::task::JoinSet::new();
                     for t in 0..tasks {
-                        let (nfs, stop, measuring) = (nfs.clone(), stop.clone(), measuring.clone());
-                        set.spawn(async_worker(nfs, fh, op, size, blocks, t, stop, measuring));
+                        let w = Worker::new(t, size, blocks, measuring.clone());
+                        set.spawn(async_worker(nfs.clone(), fh, op, w, stop.clone()));
                     }
                     let mut total = new_histogram();
                     while let Some(h) = set.join_next().await {
@@ -284,29 +309,24 @@ pub fn client_load(p: &ClientLoadParams) -> Result<ClientLoadRow, ClientBenchErr
 
 /// One async task of [`client_load`]: the same calls through
 /// `RpcClient::call_async`.
-#[allow(clippy::too_many_arguments, reason = "one task's whole state")]
 async fn async_worker(
     nfs: rnfs_client::NfsClient,
     fh: FileHandle,
     op: ClientOp,
-    size: u32,
-    blocks: u64,
-    t: u32,
+    mut w: Worker,
     stop: Arc<AtomicBool>,
-    measuring: Arc<AtomicBool>,
 ) -> Result<Histogram<u64>, NfsError> {
     use rnfs_nfs3::{GetattrArgs, GetattrRes, NfsProc3, ReadArgs, ReadRes, WriteArgs, WriteRes};
     use rnfs_xdr::Decode;
     let rpc = nfs.rpc();
     let cred = nfs.credential();
     let call = |proc_: NfsProc3| (100_003, 3, u32::from(proc_));
-    let mut h = new_histogram();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (u64::from(t) + 1));
+    let size = w.size;
     let buf = vec![0u8; size as usize];
     let bad =
         |what: &'static str| NfsError::Client(rnfs_client::ClientError::BadReply(what.into()));
     while !stop.load(Ordering::Relaxed) {
-        let off = (rng.next() % blocks) * u64::from(size);
+        let off = w.next_offset();
         let t0 = Instant::now();
         let ok = match op {
             ClientOp::Null => {
@@ -354,11 +374,9 @@ async fn async_worker(
         if !ok {
             return Err(bad("the server returned an error status"));
         }
-        if measuring.load(Ordering::Relaxed) {
-            let _ = h.record(t0.elapsed().as_nanos() as u64);
-        }
+        w.done(t0);
     }
-    Ok(h)
+    Ok(w.latencies)
 }
 
 /// Parameters of [`writeback`].

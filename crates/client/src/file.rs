@@ -741,10 +741,8 @@ impl NfsFile {
         let end = base + buf.len() as u64;
         let at = (pos - base) as usize;
         let n = (end - pos).min(u64::from(self.config.rsize)) as usize;
-        let out = self
-            .nfs
-            .start_read(&self.fh, pos, n as u32)?
-            .wait_into(&mut buf[at..at + n])?;
+        // A blocking call: this thread reads its own reply.
+        let out = self.nfs.read(&self.fh, pos, &mut buf[at..at + n])?;
         self.lock().stats.reads_sent += 1;
         if out.count == 0 || (out.eof && out.count < n) {
             buf[at + out.count..].fill(0);

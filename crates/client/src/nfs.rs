@@ -2,15 +2,17 @@
 //! procedure, owned results, the NFS status turned into [`NfsError`].
 
 use rnfs_nfs3::{
-    AccessArgs, AccessRes, CommitArgs, CommitRes, CookieVerf3, CreateArgs, CreateHow3, CreateRes,
-    DirOpArgs3, ExportRes, Fattr3, FileHandle, FsinfoArgs, FsinfoRes, FsinfoResOk, FsstatArgs,
-    FsstatRes, FsstatResOk, GetattrArgs, GetattrRes, LinkArgs, LinkRes, LookupArgs, LookupRes,
+    AccessArgs, AccessRes, AccessResOk, CommitArgs, CommitRes, CommitResOk, CookieVerf3,
+    CreateArgs, CreateHow3, CreateRes, CreateResOk, DirOpArgs3, ExportRes, Fattr3, FileHandle,
+    FsinfoArgs, FsinfoRes, FsinfoResOk, FsstatArgs, FsstatRes, FsstatResOk, GetattrArgs,
+    GetattrRes, GetattrResOk, LinkArgs, LinkRes, LinkResOk, LookupArgs, LookupRes, LookupResOk,
     MkdirArgs, MkdirRes, MknodArgs, MknodRes, Mknoddata3, MntArgs, MountProc3, Mountres3, NfsProc3,
     Nfsstat3, Nfstime3, PathconfArgs, PathconfRes, PathconfResOk, PostOpAttr, ReadArgs, ReadRes,
     ReaddirArgs, ReaddirRes, ReaddirplusArgs, ReaddirplusRes, ReadlinkArgs, ReadlinkRes,
-    RemoveArgs, RemoveRes, RenameArgs, RenameRes, RmdirArgs, RmdirRes, Sattr3, SetattrArgs,
-    SetattrRes, StableHow, SymlinkArgs, SymlinkRes, Symlinkdata3, UmntArgs, WccData, WriteArgs,
-    WriteRes, WriteVerf3, MOUNT_PROGRAM, MOUNT_V3, NFS_PROGRAM, NFS_V3,
+    RemoveArgs, RemoveRes, RemoveResOk, RenameArgs, RenameRes, RenameResOk, RmdirArgs, RmdirRes,
+    Sattr3, SetattrArgs, SetattrRes, SetattrResOk, StableHow, SymlinkArgs, SymlinkRes,
+    Symlinkdata3, UmntArgs, WccData, WriteArgs, WriteRes, WriteResOk, WriteVerf3, MOUNT_PROGRAM,
+    MOUNT_V3, NFS_PROGRAM, NFS_V3,
 };
 use rnfs_xdr::{Decode, DecodeError, Encode, Reader};
 
@@ -113,15 +115,17 @@ impl PendingWrite {
 
     /// Waits for the reply.
     pub fn wait(self) -> Result<WriteOutcome, NfsError> {
-        match self.0.wait(decoded::<WriteRes>)? {
-            WriteRes::Ok(ok) => Ok(WriteOutcome {
-                count: ok.count,
-                committed: ok.committed,
-                verf: ok.verf,
-                wcc: ok.file_wcc,
-            }),
-            WriteRes::Fail { status, .. } => Err(fail(status)),
-        }
+        let res = self.0.wait(decoded::<WriteRes>)?;
+        res.into_ok().map(write_outcome).map_err(fail)
+    }
+}
+
+fn write_outcome(ok: WriteResOk) -> WriteOutcome {
+    WriteOutcome {
+        count: ok.count,
+        committed: ok.committed,
+        verf: ok.verf,
+        wcc: ok.file_wcc,
     }
 }
 
@@ -181,6 +185,70 @@ fn fail(status: Nfsstat3) -> NfsError {
     NfsError::Status(status)
 }
 
+/// A procedure result that owns its data (the `nfs_res!` shape): its
+/// `resok` struct, or the failure status.
+trait OwnedRes: for<'a> Decode<'a> {
+    type Ok;
+    fn into_ok(self) -> Result<Self::Ok, Nfsstat3>;
+}
+
+macro_rules! owned_res {
+    ($($res:ident => $ok:ident),* $(,)?) => {$(
+        impl OwnedRes for $res {
+            type Ok = $ok;
+            fn into_ok(self) -> Result<$ok, Nfsstat3> {
+                match self {
+                    Self::Ok(ok) => Ok(ok),
+                    Self::Fail { status, .. } => Err(status),
+                }
+            }
+        }
+    )*};
+}
+
+owned_res! {
+    GetattrRes => GetattrResOk,
+    SetattrRes => SetattrResOk,
+    LookupRes => LookupResOk,
+    AccessRes => AccessResOk,
+    WriteRes => WriteResOk,
+    CreateRes => CreateResOk,
+    MkdirRes => CreateResOk,
+    SymlinkRes => CreateResOk,
+    MknodRes => CreateResOk,
+    RemoveRes => RemoveResOk,
+    RmdirRes => RemoveResOk,
+    RenameRes => RenameResOk,
+    LinkRes => LinkResOk,
+    FsstatRes => FsstatResOk,
+    FsinfoRes => FsinfoResOk,
+    PathconfRes => PathconfResOk,
+    CommitRes => CommitResOk,
+}
+
+fn read_args(fh: &FileHandle, offset: u64, count: u32) -> ReadArgs<'_> {
+    ReadArgs {
+        file: fh.as_fh3(),
+        offset,
+        count,
+    }
+}
+
+fn write_args<'a>(
+    fh: &'a FileHandle,
+    offset: u64,
+    data: &'a [u8],
+    stable: StableHow,
+) -> WriteArgs<'a> {
+    WriteArgs {
+        file: fh.as_fh3(),
+        offset,
+        count: u32::try_from(data.len()).unwrap_or(u32::MAX),
+        stable,
+        data,
+    }
+}
+
 impl NfsClient {
     /// Calls through `rpc` as `cred`.
     pub fn new(rpc: RpcClient, cred: Credential) -> Self {
@@ -218,6 +286,40 @@ impl NfsClient {
             args,
             decode,
         )?)
+    }
+
+    /// An NFS call whose result owns its data: the `resok` struct, or the
+    /// status as [`NfsError::Status`].
+    fn nfs_ok<R: OwnedRes>(
+        &self,
+        proc_: NfsProc3,
+        args: &(impl Encode + ?Sized),
+    ) -> Result<R::Ok, NfsError> {
+        self.nfs(proc_, args, decoded::<R>)?.into_ok().map_err(fail)
+    }
+
+    /// Sends an NFS call without waiting for it.
+    fn nfs_submit(
+        &self,
+        proc_: NfsProc3,
+        args: &(impl Encode + ?Sized),
+    ) -> Result<PendingCall, ClientError> {
+        self.rpc
+            .submit(&self.cred, NFS_PROGRAM, NFS_V3, u32::from(proc_), args)
+    }
+
+    /// CREATE, MKDIR, SYMLINK or MKNOD: the same result shape.
+    fn create_like<R: OwnedRes<Ok = CreateResOk>>(
+        &self,
+        proc_: NfsProc3,
+        args: &(impl Encode + ?Sized),
+    ) -> Result<Created, NfsError> {
+        let ok = self.nfs_ok::<R>(proc_, args)?;
+        Ok(Created {
+            handle: ok.obj,
+            attr: ok.obj_attributes,
+            dir_wcc: ok.dir_wcc,
+        })
     }
 
     fn mountd<A, T, F>(&self, proc_: MountProc3, args: &A, decode: F) -> Result<T, ClientError>
@@ -279,10 +381,8 @@ impl NfsClient {
         let args = GetattrArgs {
             object: fh.as_fh3(),
         };
-        match self.nfs(NfsProc3::Getattr, &args, decoded::<GetattrRes>)? {
-            GetattrRes::Ok(ok) => Ok(ok.obj_attributes),
-            GetattrRes::Fail { status } => Err(fail(status)),
-        }
+        self.nfs_ok::<GetattrRes>(NfsProc3::Getattr, &args)
+            .map(|ok| ok.obj_attributes)
     }
 
     /// SETATTR, optionally guarded by the object's ctime.
@@ -297,10 +397,8 @@ impl NfsClient {
             new_attributes: *attrs,
             guard,
         };
-        match self.nfs(NfsProc3::Setattr, &args, decoded::<SetattrRes>)? {
-            SetattrRes::Ok(ok) => Ok(ok.obj_wcc),
-            SetattrRes::Fail { status, .. } => Err(fail(status)),
-        }
+        self.nfs_ok::<SetattrRes>(NfsProc3::Setattr, &args)
+            .map(|ok| ok.obj_wcc)
     }
 
     /// LOOKUP: `name`'s handle and attributes in `dir`.
@@ -315,10 +413,8 @@ impl NfsClient {
                 name,
             },
         };
-        match self.nfs(NfsProc3::Lookup, &args, decoded::<LookupRes>)? {
-            LookupRes::Ok(ok) => Ok((ok.object, ok.obj_attributes)),
-            LookupRes::Fail { status, .. } => Err(fail(status)),
-        }
+        self.nfs_ok::<LookupRes>(NfsProc3::Lookup, &args)
+            .map(|ok| (ok.object, ok.obj_attributes))
     }
 
     /// ACCESS: which of the `mask` bits the caller has.
@@ -327,10 +423,8 @@ impl NfsClient {
             object: fh.as_fh3(),
             access: mask,
         };
-        match self.nfs(NfsProc3::Access, &args, decoded::<AccessRes>)? {
-            AccessRes::Ok(ok) => Ok((ok.access, ok.obj_attributes)),
-            AccessRes::Fail { status, .. } => Err(fail(status)),
-        }
+        self.nfs_ok::<AccessRes>(NfsProc3::Access, &args)
+            .map(|ok| (ok.access, ok.obj_attributes))
     }
 
     /// READLINK: the target of a symbolic link.
@@ -355,11 +449,7 @@ impl NfsClient {
         buf: &mut [u8],
     ) -> Result<ReadOutcome, NfsError> {
         let count = u32::try_from(buf.len()).unwrap_or(u32::MAX);
-        let args = ReadArgs {
-            file: fh.as_fh3(),
-            offset,
-            count,
-        };
+        let args = read_args(fh, offset, count);
         self.nfs(NfsProc3::Read, &args, |r| read_into(r, buf))?
     }
 
@@ -370,18 +460,8 @@ impl NfsClient {
         offset: u64,
         count: u32,
     ) -> Result<PendingRead, NfsError> {
-        let args = ReadArgs {
-            file: fh.as_fh3(),
-            offset,
-            count,
-        };
-        Ok(PendingRead(self.rpc.submit(
-            &self.cred,
-            NFS_PROGRAM,
-            NFS_V3,
-            u32::from(NfsProc3::Read),
-            &args,
-        )?))
+        let args = read_args(fh, offset, count);
+        Ok(PendingRead(self.nfs_submit(NfsProc3::Read, &args)?))
     }
 
     /// [`start_read`](Self::start_read) only if the transport has a free
@@ -392,11 +472,7 @@ impl NfsClient {
         offset: u64,
         count: u32,
     ) -> Result<Option<PendingRead>, NfsError> {
-        let args = ReadArgs {
-            file: fh.as_fh3(),
-            offset,
-            count,
-        };
+        let args = read_args(fh, offset, count);
         Ok(self
             .rpc
             .try_submit(
@@ -417,20 +493,8 @@ impl NfsClient {
         data: &[u8],
         stable: StableHow,
     ) -> Result<PendingWrite, NfsError> {
-        let args = WriteArgs {
-            file: fh.as_fh3(),
-            offset,
-            count: u32::try_from(data.len()).unwrap_or(u32::MAX),
-            stable,
-            data,
-        };
-        Ok(PendingWrite(self.rpc.submit(
-            &self.cred,
-            NFS_PROGRAM,
-            NFS_V3,
-            u32::from(NfsProc3::Write),
-            &args,
-        )?))
+        let args = write_args(fh, offset, data, stable);
+        Ok(PendingWrite(self.nfs_submit(NfsProc3::Write, &args)?))
     }
 
     /// WRITE `data` at `offset`.
@@ -441,33 +505,9 @@ impl NfsClient {
         data: &[u8],
         stable: StableHow,
     ) -> Result<WriteOutcome, NfsError> {
-        let args = WriteArgs {
-            file: fh.as_fh3(),
-            offset,
-            count: u32::try_from(data.len()).unwrap_or(u32::MAX),
-            stable,
-            data,
-        };
-        match self.nfs(NfsProc3::Write, &args, decoded::<WriteRes>)? {
-            WriteRes::Ok(ok) => Ok(WriteOutcome {
-                count: ok.count,
-                committed: ok.committed,
-                verf: ok.verf,
-                wcc: ok.file_wcc,
-            }),
-            WriteRes::Fail { status, .. } => Err(fail(status)),
-        }
-    }
-
-    fn created(res: CreateOutcomeRaw) -> Result<Created, NfsError> {
-        match res {
-            Ok(ok) => Ok(Created {
-                handle: ok.obj,
-                attr: ok.obj_attributes,
-                dir_wcc: ok.dir_wcc,
-            }),
-            Err(status) => Err(fail(status)),
-        }
+        let args = write_args(fh, offset, data, stable);
+        self.nfs_ok::<WriteRes>(NfsProc3::Write, &args)
+            .map(write_outcome)
     }
 
     /// CREATE a regular file.
@@ -484,12 +524,7 @@ impl NfsClient {
             },
             how,
         };
-        Self::created(
-            match self.nfs(NfsProc3::Create, &args, decoded::<CreateRes>)? {
-                CreateRes::Ok(ok) => Ok(ok),
-                CreateRes::Fail { status, .. } => Err(status),
-            },
-        )
+        self.create_like::<CreateRes>(NfsProc3::Create, &args)
     }
 
     /// MKDIR.
@@ -506,12 +541,7 @@ impl NfsClient {
             },
             attributes: *attrs,
         };
-        Self::created(
-            match self.nfs(NfsProc3::Mkdir, &args, decoded::<MkdirRes>)? {
-                MkdirRes::Ok(ok) => Ok(ok),
-                MkdirRes::Fail { status, .. } => Err(status),
-            },
-        )
+        self.create_like::<MkdirRes>(NfsProc3::Mkdir, &args)
     }
 
     /// SYMLINK `name` -> `target`.
@@ -532,12 +562,7 @@ impl NfsClient {
                 symlink_data: target,
             },
         };
-        Self::created(
-            match self.nfs(NfsProc3::Symlink, &args, decoded::<SymlinkRes>)? {
-                SymlinkRes::Ok(ok) => Ok(ok),
-                SymlinkRes::Fail { status, .. } => Err(status),
-            },
-        )
+        self.create_like::<SymlinkRes>(NfsProc3::Symlink, &args)
     }
 
     /// MKNOD a device, socket or FIFO.
@@ -554,12 +579,7 @@ impl NfsClient {
             },
             what,
         };
-        Self::created(
-            match self.nfs(NfsProc3::Mknod, &args, decoded::<MknodRes>)? {
-                MknodRes::Ok(ok) => Ok(ok),
-                MknodRes::Fail { status, .. } => Err(status),
-            },
-        )
+        self.create_like::<MknodRes>(NfsProc3::Mknod, &args)
     }
 
     /// REMOVE a non-directory.
@@ -570,10 +590,8 @@ impl NfsClient {
                 name,
             },
         };
-        match self.nfs(NfsProc3::Remove, &args, decoded::<RemoveRes>)? {
-            RemoveRes::Ok(ok) => Ok(ok.dir_wcc),
-            RemoveRes::Fail { status, .. } => Err(fail(status)),
-        }
+        self.nfs_ok::<RemoveRes>(NfsProc3::Remove, &args)
+            .map(|ok| ok.dir_wcc)
     }
 
     /// RMDIR an empty directory.
@@ -584,10 +602,8 @@ impl NfsClient {
                 name,
             },
         };
-        match self.nfs(NfsProc3::Rmdir, &args, decoded::<RmdirRes>)? {
-            RmdirRes::Ok(ok) => Ok(ok.dir_wcc),
-            RmdirRes::Fail { status, .. } => Err(fail(status)),
-        }
+        self.nfs_ok::<RmdirRes>(NfsProc3::Rmdir, &args)
+            .map(|ok| ok.dir_wcc)
     }
 
     /// RENAME `from_dir/from_name` to `to_dir/to_name`.
@@ -608,10 +624,8 @@ impl NfsClient {
                 name: to_name,
             },
         };
-        match self.nfs(NfsProc3::Rename, &args, decoded::<RenameRes>)? {
-            RenameRes::Ok(ok) => Ok((ok.fromdir_wcc, ok.todir_wcc)),
-            RenameRes::Fail { status, .. } => Err(fail(status)),
-        }
+        self.nfs_ok::<RenameRes>(NfsProc3::Rename, &args)
+            .map(|ok| (ok.fromdir_wcc, ok.todir_wcc))
     }
 
     /// LINK: a new name `dir/name` for `file`.
@@ -628,10 +642,8 @@ impl NfsClient {
                 name,
             },
         };
-        match self.nfs(NfsProc3::Link, &args, decoded::<LinkRes>)? {
-            LinkRes::Ok(ok) => Ok(ok.file_attributes),
-            LinkRes::Fail { status, .. } => Err(fail(status)),
-        }
+        self.nfs_ok::<LinkRes>(NfsProc3::Link, &args)
+            .map(|ok| ok.file_attributes)
     }
 
     /// READDIR: one page of names after `cookie`, at most `count` bytes.
@@ -713,10 +725,7 @@ impl NfsClient {
         let args = FsstatArgs {
             fsroot: root.as_fh3(),
         };
-        match self.nfs(NfsProc3::Fsstat, &args, decoded::<FsstatRes>)? {
-            FsstatRes::Ok(ok) => Ok(ok),
-            FsstatRes::Fail { status, .. } => Err(fail(status)),
-        }
+        self.nfs_ok::<FsstatRes>(NfsProc3::Fsstat, &args)
     }
 
     /// FSINFO: transfer sizes and properties.
@@ -724,10 +733,7 @@ impl NfsClient {
         let args = FsinfoArgs {
             fsroot: root.as_fh3(),
         };
-        match self.nfs(NfsProc3::Fsinfo, &args, decoded::<FsinfoRes>)? {
-            FsinfoRes::Ok(ok) => Ok(ok),
-            FsinfoRes::Fail { status, .. } => Err(fail(status)),
-        }
+        self.nfs_ok::<FsinfoRes>(NfsProc3::Fsinfo, &args)
     }
 
     /// PATHCONF: name and link limits.
@@ -735,10 +741,7 @@ impl NfsClient {
         let args = PathconfArgs {
             object: fh.as_fh3(),
         };
-        match self.nfs(NfsProc3::Pathconf, &args, decoded::<PathconfRes>)? {
-            PathconfRes::Ok(ok) => Ok(ok),
-            PathconfRes::Fail { status, .. } => Err(fail(status)),
-        }
+        self.nfs_ok::<PathconfRes>(NfsProc3::Pathconf, &args)
     }
 
     /// COMMIT `count` bytes at `offset` (0, 0: the whole file) to stable
@@ -754,11 +757,7 @@ impl NfsClient {
             offset,
             count,
         };
-        match self.nfs(NfsProc3::Commit, &args, decoded::<CommitRes>)? {
-            CommitRes::Ok(ok) => Ok((ok.verf, ok.file_wcc)),
-            CommitRes::Fail { status, .. } => Err(fail(status)),
-        }
+        self.nfs_ok::<CommitRes>(NfsProc3::Commit, &args)
+            .map(|ok| (ok.verf, ok.file_wcc))
     }
 }
-
-type CreateOutcomeRaw = Result<rnfs_nfs3::CreateResOk, Nfsstat3>;

@@ -4,12 +4,13 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use rnfs_nfs3::{FileHandle, MntArgs, Mountres3, Mountstat3, NfsProc3, MOUNT_PROGRAM, MOUNT_V3};
+use rnfs_nfs3::{
+    FileHandle, MntArgs, MountProc3, Mountres3, Mountstat3, NfsProc3, MOUNT_PROGRAM, MOUNT_V3,
+    NFS_PROGRAM, NFS_V3,
+};
 use rnfs_rpc::{decode_reply, encode_call, Auth, AuthSys, Gids, RecordDecoder, ReplyStatus};
 use rnfs_xdr::{Decode, Encode, Reader, Writer};
 
-/// NFS program number.
-const NFS_PROGRAM: u32 = 100_003;
 /// Largest reply accepted: a 1 MiB READ plus headers.
 const MAX_REPLY: usize = (1 << 20) + (64 << 10);
 
@@ -132,14 +133,24 @@ impl SyncConnection {
         proc_: u32,
         args: &A,
     ) -> Result<R, CallError> {
+        let bytes = self.call_encoded(prog, vers, proc_, args)?;
+        R::decode(&mut Reader::new(&bytes)).map_err(|e| CallError::BadReply(e.to_string()))
+    }
+
+    /// [`call_raw`](Self::call_raw) with `args` encoded into a reused buffer.
+    fn call_encoded<A: Encode>(
+        &mut self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &A,
+    ) -> Result<Vec<u8>, CallError> {
         let mut buf = std::mem::take(&mut self.args);
         buf.clear();
         args.encode(&mut Writer::new(&mut buf));
         let result = self.call_raw(prog, vers, proc_, &buf);
         self.args = buf;
-        let bytes = result?;
-        let mut r = Reader::new(&bytes);
-        R::decode(&mut r).map_err(|e| CallError::BadReply(e.to_string()))
+        result
     }
 
     /// An NFSv3 call whose result owns its data (everything except READ,
@@ -150,14 +161,12 @@ impl SyncConnection {
         proc_: NfsProc3,
         args: &A,
     ) -> Result<R, CallError> {
-        self.call(NFS_PROGRAM, 3, u32::from(proc_), args)
+        self.call(NFS_PROGRAM, NFS_V3, u32::from(proc_), args)
     }
 
     /// An NFSv3 call returning the raw result bytes.
     pub fn nfs_raw<A: Encode>(&mut self, proc_: NfsProc3, args: &A) -> Result<Vec<u8>, CallError> {
-        let mut buf = Vec::new();
-        args.encode(&mut Writer::new(&mut buf));
-        self.call_raw(NFS_PROGRAM, 3, u32::from(proc_), &buf)
+        self.call_encoded(NFS_PROGRAM, NFS_V3, u32::from(proc_), args)
     }
 
     /// MOUNT v3 MNT: the root handle of the export mounted as `path`.
@@ -165,7 +174,7 @@ impl SyncConnection {
         let res: Mountres3 = self.call(
             MOUNT_PROGRAM,
             MOUNT_V3,
-            1,
+            u32::from(MountProc3::Mnt),
             &MntArgs {
                 dirpath: path.as_bytes(),
             },

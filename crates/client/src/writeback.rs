@@ -145,6 +145,13 @@ impl WriteData {
             len: to - from,
         }
     }
+
+    /// Keeps `[0, at)`, returns `[at, len)` (`at <= len`), as `Vec::split_off`.
+    fn split_off(&mut self, at: usize) -> Self {
+        let tail = self.slice(at, self.len);
+        self.len = at;
+        tail
+    }
 }
 
 impl std::fmt::Debug for WriteData {
@@ -277,12 +284,9 @@ impl Piece for Flight {
         self.seq
     }
     fn split_off(&mut self, at: u64) -> Self {
-        let at = to_usize(at);
-        let tail = self.data.slice(at, self.data.len());
-        self.data = self.data.slice(0, at);
         Self {
             id: self.id,
-            data: tail,
+            data: self.data.split_off(to_usize(at)),
             seq: self.seq,
             since: self.since,
         }
@@ -300,11 +304,8 @@ impl Piece for Unstable {
         self.seq
     }
     fn split_off(&mut self, at: u64) -> Self {
-        let at = to_usize(at);
-        let tail = self.data.slice(at, self.data.len());
-        self.data = self.data.slice(0, at);
         Self {
-            data: tail,
+            data: self.data.split_off(to_usize(at)),
             seq: self.seq,
             since: self.since,
             verf: self.verf,
@@ -388,6 +389,19 @@ impl<P: Piece> Ranges<P> {
             out.push((start, p));
         }
         out
+    }
+
+    /// Removes the pieces `pred` selects; returns them.
+    fn remove_where(&mut self, pred: impl Fn(&P) -> bool) -> Vec<(u64, P)> {
+        let keys: Vec<u64> = self
+            .map
+            .iter()
+            .filter(|(_, p)| pred(p))
+            .map(|(k, _)| *k)
+            .collect();
+        keys.into_iter()
+            .filter_map(|k| Some((k, self.remove(k)?)))
+            .collect()
     }
 
     fn min_seq(&self) -> Option<u64> {
@@ -566,16 +580,7 @@ impl<E: From<WritebackError>> Writeback<E> {
         }
         // What remains before the COMMIT carries the current verifier (or
         // failed): either way it is done.
-        let done: Vec<u64> = self
-            .unstable
-            .map
-            .iter()
-            .filter(|(_, p)| p.gen <= gen)
-            .map(|(k, _)| *k)
-            .collect();
-        for k in done {
-            self.unstable.remove(k);
-        }
+        self.unstable.remove_where(|p| p.gen <= gen);
     }
 
     /// The file is being truncated (or extended) to `size`: data beyond it is
@@ -996,18 +1001,9 @@ impl<E: From<WritebackError>> Writeback<E> {
             return;
         }
         self.stats.verifier_changes += 1;
-        let lost: Vec<u64> = self
-            .unstable
-            .map
-            .iter()
-            .filter(|(_, p)| p.verf != verf)
-            .map(|(k, _)| *k)
-            .collect();
-        for k in lost {
-            if let Some(p) = self.unstable.remove(k) {
-                self.stats.resent_bytes += p.len();
-                self.redirty(k, p.data, p.seq, p.since);
-            }
+        for (k, p) in self.unstable.remove_where(|p| p.verf != verf) {
+            self.stats.resent_bytes += p.len();
+            self.redirty(k, p.data, p.seq, p.since);
         }
     }
 }

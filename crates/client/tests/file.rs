@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::TestServer;
+use common::{open, TestServer};
 use rnfs_client::{DirtyBudget, IoConfig, NfsFile, Session};
 use rnfs_nfs3::{CreateHow3, FileHandle, Sattr3};
 
@@ -35,11 +35,6 @@ fn create(s: &Session, dir: &FileHandle, name: &str) -> FileHandle {
         .unwrap();
     c.handle
         .unwrap_or_else(|| s.nfs().lookup(dir, name.as_bytes()).unwrap().0)
-}
-
-fn open(s: &Session, fh: FileHandle, config: IoConfig, budget: &Arc<DirtyBudget>) -> NfsFile {
-    let attr = s.nfs().getattr(&fh).unwrap();
-    NfsFile::new(s.nfs().clone(), fh, &attr, config, Arc::clone(budget))
 }
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {

@@ -9,7 +9,7 @@ mod fsx_model;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::TestServer;
+use common::{open, TestServer};
 use fsx_model::{FsxConfig, FsxFile};
 use rnfs_client::{DirtyBudget, IoConfig, NfsError, NfsFile, Session};
 use rnfs_nfs3::{CreateHow3, FileHandle, Sattr3};
@@ -31,7 +31,7 @@ impl NfsFsx {
             .create(&dir, b"fsx", CreateHow3::Guarded(Sattr3::default()))
             .unwrap();
         let fh = created.handle.unwrap();
-        let file = Self::open(&s, fh, &config, &budget);
+        let file = open(&s, fh, config.clone(), &budget);
         Self {
             s,
             fh,
@@ -39,17 +39,6 @@ impl NfsFsx {
             budget,
             file,
         }
-    }
-
-    fn open(s: &Session, fh: FileHandle, config: &IoConfig, budget: &Arc<DirtyBudget>) -> NfsFile {
-        let attr = s.nfs().getattr(&fh).unwrap();
-        NfsFile::new(
-            s.nfs().clone(),
-            fh,
-            &attr,
-            config.clone(),
-            Arc::clone(budget),
-        )
     }
 }
 
@@ -84,7 +73,7 @@ impl FsxFile for NfsFsx {
 
     fn reopen(&mut self) -> Result<(), NfsError> {
         self.file.close()?;
-        self.file = Self::open(&self.s, self.fh, &self.config, &self.budget);
+        self.file = open(&self.s, self.fh, self.config.clone(), &self.budget);
         Ok(())
     }
 }

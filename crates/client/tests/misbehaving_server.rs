@@ -3,93 +3,21 @@
 //! input is only noise that the client drops and counts).
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+#[path = "support/fake_server.rs"]
+mod fake_server;
+
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use fake_server::{fake_server, fake_server_accepting, record, reply};
 use rnfs_client::{ClientError, ClientOptions, Credential, RpcClient};
-use rnfs_rpc::{decode_call, encode_record, OpaqueAuth, RecordDecoder, ReplyHeader, ReplyStatus};
-use rnfs_xdr::{Encode, Reader, Writer};
+use rnfs_rpc::ReplyStatus;
 
 const PROG: u32 = 400_124;
 /// Every case must end well within this.
 const BOUND: Duration = Duration::from_secs(5);
-
-/// A fake server's end of one connection.
-struct Peer {
-    stream: TcpStream,
-    decoder: RecordDecoder,
-}
-
-impl Peer {
-    /// The next call's XID, `None` at end of stream.
-    fn next_xid(&mut self) -> Option<u32> {
-        loop {
-            if let Some(rec) = self.decoder.next_record().ok()? {
-                return decode_call(&mut Reader::new(&rec)).ok().map(|h| h.xid);
-            }
-            let n = self.stream.read(self.decoder.read_buf()).ok()?;
-            if n == 0 {
-                return None;
-            }
-            self.decoder.advance(n);
-        }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        let _ = self.stream.write_all(bytes);
-    }
-}
-
-/// A reply record: header with `status`, then `results`.
-fn reply(xid: u32, status: ReplyStatus, results: &[u8]) -> Vec<u8> {
-    let mut msg = Vec::new();
-    ReplyHeader {
-        xid,
-        verf: OpaqueAuth::NONE,
-        status,
-    }
-    .encode(&mut Writer::new(&mut msg));
-    msg.extend_from_slice(results);
-    record(&msg)
-}
-
-fn record(msg: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    encode_record(msg, &mut out);
-    out
-}
-
-/// Listens on loopback and runs `serve(connection number, peer)` per
-/// connection; `accept_at_most` connections, then the port is closed.
-fn fake_server(
-    accept_at_most: usize,
-    serve: impl Fn(usize, Peer) + Send + Sync + 'static,
-) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let serve = Arc::new(serve);
-    thread::spawn(move || {
-        for n in 0..accept_at_most {
-            let Ok((stream, _)) = listener.accept() else {
-                return;
-            };
-            let serve = Arc::clone(&serve);
-            thread::spawn(move || {
-                serve(
-                    n,
-                    Peer {
-                        stream,
-                        decoder: RecordDecoder::new(1 << 20),
-                    },
-                )
-            });
-        }
-    });
-    addr
-}
 
 fn client(addr: SocketAddr, max_reply: usize) -> RpcClient {
     let opts = ClientOptions {
@@ -114,7 +42,7 @@ fn call(rpc: &RpcClient) -> (Result<u32, ClientError>, Duration) {
 fn a_server_that_never_answers_times_out_after_the_retransmissions() {
     let xids = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&xids);
-    let addr = fake_server(usize::MAX, move |_, mut peer| {
+    let addr = fake_server(move |_, mut peer| {
         while let Some(xid) = peer.next_xid() {
             seen.lock().unwrap().push(xid);
         }
@@ -132,7 +60,7 @@ fn a_server_that_never_answers_times_out_after_the_retransmissions() {
 fn a_truncated_record_times_out() {
     // The record's last bytes never come (later calls are ignored: their
     // bytes would complete it).
-    let addr = fake_server(usize::MAX, |_, mut peer| {
+    let addr = fake_server(|_, mut peer| {
         if let Some(xid) = peer.next_xid() {
             let full = reply(xid, ReplyStatus::Success, &[0, 0, 0, 1]);
             peer.send(&full[..full.len() - 3]);
@@ -145,7 +73,7 @@ fn a_truncated_record_times_out() {
 
 #[test]
 fn garbage_records_are_dropped_and_counted() {
-    let addr = fake_server(usize::MAX, |_, mut peer| {
+    let addr = fake_server(|_, mut peer| {
         while let Some(xid) = peer.next_xid() {
             peer.send(&record(&[0xde, 0xad]));
             peer.send(&record(&[0x5a; 37]));
@@ -162,7 +90,7 @@ fn garbage_records_are_dropped_and_counted() {
 #[test]
 fn a_garbage_byte_stream_fails_the_call_as_a_bad_reply() {
     // Not record marked at all: the first "mark" announces ~2 GiB.
-    let addr = fake_server(usize::MAX, |_, mut peer| {
+    let addr = fake_server(|_, mut peer| {
         while peer.next_xid().is_some() {
             peer.send(b"HTTP/1.1 400 Bad Request\r\n\r\n");
         }
@@ -176,7 +104,7 @@ fn a_garbage_byte_stream_fails_the_call_as_a_bad_reply() {
 
 #[test]
 fn replies_with_unknown_xids_are_dropped_not_fatal() {
-    let addr = fake_server(usize::MAX, |_, mut peer| {
+    let addr = fake_server(|_, mut peer| {
         while let Some(xid) = peer.next_xid() {
             peer.send(&reply(
                 xid ^ 0x8000_0000,
@@ -206,7 +134,7 @@ fn replies_with_unknown_xids_are_dropped_not_fatal() {
 
 #[test]
 fn a_record_over_max_reply_is_a_bad_reply() {
-    let addr = fake_server(usize::MAX, |_, mut peer| {
+    let addr = fake_server(|_, mut peer| {
         while let Some(xid) = peer.next_xid() {
             peer.send(&reply(xid, ReplyStatus::Success, &[7; 8192]));
         }
@@ -220,7 +148,7 @@ fn a_record_over_max_reply_is_a_bad_reply() {
 
 #[test]
 fn results_that_do_not_decode_are_a_bad_reply() {
-    let addr = fake_server(usize::MAX, |_, mut peer| {
+    let addr = fake_server(|_, mut peer| {
         while let Some(xid) = peer.next_xid() {
             peer.send(&reply(xid, ReplyStatus::Success, &[0, 1]));
         }
@@ -231,7 +159,7 @@ fn results_that_do_not_decode_are_a_bad_reply() {
 
 #[test]
 fn a_call_message_instead_of_a_reply_is_a_bad_reply() {
-    let addr = fake_server(usize::MAX, |_, mut peer| {
+    let addr = fake_server(|_, mut peer| {
         while let Some(xid) = peer.next_xid() {
             // xid, msg_type CALL (0), then junk.
             let mut msg = xid.to_be_bytes().to_vec();
@@ -245,7 +173,7 @@ fn a_call_message_instead_of_a_reply_is_a_bad_reply() {
 
 #[test]
 fn an_rpc_level_refusal_is_reported() {
-    let addr = fake_server(usize::MAX, |_, mut peer| {
+    let addr = fake_server(|_, mut peer| {
         while let Some(xid) = peer.next_xid() {
             peer.send(&reply(xid, ReplyStatus::ProgUnavail, &[]));
         }
@@ -259,7 +187,7 @@ fn an_rpc_level_refusal_is_reported() {
 
 #[test]
 fn a_server_closing_mid_reply_every_time_fails_in_bounded_time() {
-    let addr = fake_server(usize::MAX, |_, mut peer| {
+    let addr = fake_server(|_, mut peer| {
         if let Some(xid) = peer.next_xid() {
             let full = reply(xid, ReplyStatus::Success, &[0, 0, 0, 1]);
             peer.send(&full[..full.len() / 2]);
@@ -279,7 +207,7 @@ fn a_server_closing_mid_reply_every_time_fails_in_bounded_time() {
 fn a_server_that_goes_away_gives_disconnected() {
     // One connection only: it is closed after the first call, and the port
     // then refuses connections.
-    let addr = fake_server(1, |_, mut peer| {
+    let addr = fake_server_accepting(1, |_, mut peer| {
         let _ = peer.next_xid();
     });
     let rpc = client(addr, 1 << 20);

@@ -14,18 +14,16 @@ fn mounts_the_longest_export_and_resolves_the_rest() {
     let dir = server.scratch(&s);
     let sub = s.nfs().mkdir(&dir, b"sub", &Sattr3::default()).unwrap();
     assert!(sub.handle.is_some());
-    let (dir_name, _) = s
+    let page = s
         .nfs()
         .readdirplus(&s.root(), 0, [0; 8], 4096, 65536)
-        .map(|page| {
-            let e = page
-                .entries
-                .into_iter()
-                .find(|e| e.handle == Some(dir))
-                .unwrap();
-            (String::from_utf8(e.name).unwrap(), ())
-        })
         .unwrap();
+    let entry = page
+        .entries
+        .into_iter()
+        .find(|e| e.handle == Some(dir))
+        .unwrap();
+    let dir_name = String::from_utf8(entry.name).unwrap();
     let url = server.url.join(&format!("{dir_name}/sub")).unwrap();
     let (s2, rest) =
         Session::connect(&url, Default::default(), rnfs_client::Credential::root()).unwrap();

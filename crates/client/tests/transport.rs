@@ -4,96 +4,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod common;
+#[path = "support/fake_server.rs"]
+mod fake_server;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Backend, TestServer};
+use fake_server::{fake_server, Call};
 use rnfs_client::{ClientError, ClientOptions, Credential, RpcClient};
 use rnfs_nfs3::{CreateHow3, Sattr3, StableHow};
-use rnfs_rpc::{decode_call, encode_record, OpaqueAuth, RecordDecoder, ReplyHeader, ReplyStatus};
-use rnfs_xdr::{Encode, Reader, Writer};
 
 const PROG: u32 = 400_123;
-
-/// One call as a fake server sees it.
-struct Call {
-    xid: u32,
-    /// The first argument word (the tests send one `u32`).
-    arg: u32,
-}
-
-/// A fake server's end of one connection.
-struct Peer {
-    stream: TcpStream,
-    decoder: RecordDecoder,
-}
-
-impl Peer {
-    /// The next call, `None` at end of stream or on a read timeout.
-    fn next_call(&mut self) -> Option<Call> {
-        loop {
-            if let Some(rec) = self.decoder.next_record().ok()? {
-                let mut r = Reader::new(&rec);
-                let h = decode_call(&mut r).ok()?;
-                let arg = r.read_u32().unwrap_or(0);
-                return Some(Call { xid: h.xid, arg });
-            }
-            let n = self.stream.read(self.decoder.read_buf()).ok()?;
-            if n == 0 {
-                return None;
-            }
-            self.decoder.advance(n);
-        }
-    }
-
-    fn reply(&mut self, xid: u32, result: u32) {
-        let _ = self.stream.write_all(&reply_record(xid, result));
-    }
-}
-
-fn reply_record(xid: u32, result: u32) -> Vec<u8> {
-    let mut msg = Vec::new();
-    let mut w = Writer::new(&mut msg);
-    ReplyHeader {
-        xid,
-        verf: OpaqueAuth::NONE,
-        status: ReplyStatus::Success,
-    }
-    .encode(&mut w);
-    w.write_u32(result);
-    let mut out = Vec::new();
-    encode_record(&msg, &mut out);
-    out
-}
-
-/// Listens on loopback; runs `serve(connection number, peer)` on a thread
-/// per accepted connection.
-fn fake_server(serve: impl Fn(usize, Peer) + Send + Sync + 'static) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let serve = Arc::new(serve);
-    thread::spawn(move || {
-        for (n, stream) in listener.incoming().enumerate() {
-            let Ok(stream) = stream else { return };
-            let serve = Arc::clone(&serve);
-            thread::spawn(move || {
-                serve(
-                    n,
-                    Peer {
-                        stream,
-                        decoder: RecordDecoder::new(1 << 20),
-                    },
-                )
-            });
-        }
-    });
-    addr
-}
 
 fn options(timeout_ms: u64, retrans: u32, max_slots: u32) -> ClientOptions {
     ClientOptions {
@@ -402,7 +326,9 @@ fn many_threads_share_one_connection_to_rnfs() {
 }
 
 #[cfg(feature = "async")]
-fn decode_getattr(r: &mut Reader<'_>) -> Result<rnfs_nfs3::GetattrRes, rnfs_xdr::DecodeError> {
+fn decode_getattr(
+    r: &mut rnfs_xdr::Reader<'_>,
+) -> Result<rnfs_nfs3::GetattrRes, rnfs_xdr::DecodeError> {
     rnfs_xdr::Decode::decode(r)
 }
 

@@ -120,28 +120,32 @@ impl CachedAttr {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn attr(mtime: u32) -> Fattr3 {
+    /// A regular file's attributes: mode 0644, one link, size 0, times 0.
+    pub(crate) fn regular_file(fileid: u64) -> Fattr3 {
         Fattr3 {
             ftype: Ftype3::Reg,
             mode: 0o644,
             nlink: 1,
             uid: 0,
             gid: 0,
-            size: 10,
-            used: 4096,
+            size: 0,
+            used: 0,
             rdev: Default::default(),
             fsid: 1,
-            fileid: 7,
+            fileid,
             atime: Nfstime3::default(),
-            mtime: Nfstime3 {
-                seconds: mtime,
-                nseconds: 0,
-            },
+            mtime: Nfstime3::default(),
             ctime: Nfstime3::default(),
         }
+    }
+
+    fn attr(mtime: u32) -> Fattr3 {
+        let mut a = regular_file(7);
+        a.mtime.seconds = mtime;
+        a
     }
 
     #[test]

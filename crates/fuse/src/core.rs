@@ -98,6 +98,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `attr` if the server sent it, else a GETATTR.
+fn attr_or_getattr(nfs: &NfsClient, fh: &FileHandle, attr: Option<Fattr3>) -> OpResult<Fattr3> {
+    match attr {
+        Some(a) => Ok(a),
+        None => Ok(nfs.getattr(fh)?),
+    }
+}
+
 fn sattr_mode(mode: u32) -> Sattr3 {
     Sattr3 {
         mode: Some(mode & 0o7777),
@@ -226,10 +234,7 @@ impl Core {
 
     /// Counts a kernel lookup of `fh` and returns its entry.
     fn entry(&self, nfs: &NfsClient, fh: FileHandle, attr: Option<Fattr3>) -> OpResult<Entry> {
-        let attr = match attr {
-            Some(a) => a,
-            None => nfs.getattr(&fh)?,
-        };
+        let attr = attr_or_getattr(nfs, &fh, attr)?;
         let now = Instant::now();
         let mut t = self.table();
         let ino = t.reference(fh, attr, now, &self.opts.cache);
@@ -310,25 +315,13 @@ impl Core {
             (None, size) => sattr.size = size,
         }
         if sattr != Sattr3::default() {
-            attr = self.apply_sattr(&nfs, &fh, &sattr)?;
+            attr = nfs.setattr(&fh, &sattr, None)?.after;
         }
-        let attr = match attr {
-            Some(a) => a,
-            None => nfs.getattr(&fh)?,
-        };
+        let attr = attr_or_getattr(&nfs, &fh, attr)?;
         let now = Instant::now();
         let mut t = self.table();
         t.update_attr(ino, attr, now, &self.opts.cache, true);
         self.reply_attr(&t, ino, now)
-    }
-
-    fn apply_sattr(
-        &self,
-        nfs: &NfsClient,
-        fh: &FileHandle,
-        sattr: &Sattr3,
-    ) -> OpResult<Option<Fattr3>> {
-        Ok(nfs.setattr(fh, sattr, None)?.after)
     }
 
     pub(crate) fn access(&self, ino: u64, cred: Credential, mask: i32) -> OpResult<()> {
@@ -385,6 +378,22 @@ impl Core {
         Ok(self.client(cred).readlink(&fh)?)
     }
 
+    /// Takes the directory's wcc data of a creation of `name` in `dir`;
+    /// returns the new object's handle (a LOOKUP if the server left it out).
+    fn created_handle(
+        &self,
+        nfs: &NfsClient,
+        dir: &FileHandle,
+        name: &[u8],
+        c: rnfs_client::Created,
+    ) -> OpResult<(FileHandle, Option<Fattr3>)> {
+        self.dir_changed(dir, &c.dir_wcc);
+        match c.handle {
+            Some(fh) => Ok((fh, c.attr)),
+            None => Ok(nfs.lookup(dir, name)?),
+        }
+    }
+
     fn created(
         &self,
         nfs: &NfsClient,
@@ -392,11 +401,7 @@ impl Core {
         name: &[u8],
         c: rnfs_client::Created,
     ) -> OpResult<Entry> {
-        self.dir_changed(dir, &c.dir_wcc);
-        let (fh, attr) = match c.handle {
-            Some(fh) => (fh, c.attr),
-            None => nfs.lookup(dir, name)?,
-        };
+        let (fh, attr) = self.created_handle(nfs, dir, name, c)?;
         self.entry(nfs, fh, attr)
     }
 
@@ -588,10 +593,11 @@ impl Core {
             )
         };
         let dirty = open.as_ref().is_some_and(|f| f.is_dirty());
-        let nfs = self.client(cred.clone());
+        let check = self.opts.cto || cred.uid != 0;
+        let nfs = self.client(cred);
         let mut keep = true;
         let mut attr = cached;
-        if self.opts.cto || cred.uid != 0 {
+        if check {
             let want = match flags & libc::O_ACCMODE {
                 libc::O_RDONLY => ACCESS3_READ,
                 libc::O_WRONLY => ACCESS3_MODIFY,
@@ -602,10 +608,7 @@ impl Core {
                 return Err(Errno(libc::EACCES));
             }
             if self.opts.cto && !dirty {
-                let fresh = match fresh {
-                    Some(a) => a,
-                    None => nfs.getattr(&fh)?,
-                };
+                let fresh = attr_or_getattr(&nfs, &fh, fresh)?;
                 keep = !data_changed(&cached, &fresh);
                 attr = fresh;
                 self.table()
@@ -663,13 +666,7 @@ impl Core {
         let nfs = self.client(cred);
         let name = name.as_bytes();
         let (fh, attr) = match nfs.create(&dir, name, CreateHow3::Guarded(sattr_mode(mode))) {
-            Ok(c) => {
-                self.dir_changed(&dir, &c.dir_wcc);
-                match c.handle {
-                    Some(fh) => (fh, c.attr),
-                    None => nfs.lookup(&dir, name)?,
-                }
-            }
+            Ok(c) => self.created_handle(&nfs, &dir, name, c)?,
             Err(e) if e.status() == Some(Nfsstat3::Exist) && flags & libc::O_EXCL == 0 => {
                 let (fh, attr) = nfs.lookup(&dir, name)?;
                 if flags & libc::O_TRUNC != 0 {
@@ -684,10 +681,7 @@ impl Core {
             }
             Err(e) => return Err(e.into()),
         };
-        let attr = match attr {
-            Some(a) => a,
-            None => nfs.getattr(&fh)?,
-        };
+        let attr = attr_or_getattr(&nfs, &fh, attr)?;
         if attr.ftype == Ftype3::Dir {
             return Err(Errno(libc::EISDIR));
         }
@@ -795,9 +789,30 @@ impl Core {
         lock(&self.dirs).remove(&id);
     }
 
+    /// Passes the names after cookie `offset` to `add`, with the inode
+    /// table locked, until `add` returns `true` (the reply is full).
+    pub(crate) fn list_dir(
+        &self,
+        ino: u64,
+        id: u64,
+        offset: u64,
+        cred: Credential,
+        mut add: impl FnMut(&mut InodeTable, &DirItem, Instant) -> bool,
+    ) -> OpResult<()> {
+        let (page, start) = self.readdir(ino, id, offset, cred)?;
+        let mut t = self.table();
+        let now = Instant::now();
+        for item in &page[start..] {
+            if add(&mut t, item, now) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// The names after cookie `offset` (0: from the start): the rest of the
     /// cached page, or a new READDIRPLUS page. Empty at the end.
-    pub(crate) fn readdir(
+    fn readdir(
         &self,
         ino: u64,
         id: u64,
@@ -842,11 +857,7 @@ impl Core {
                         Some(fh) => (fh, attr),
                         None => nfs.lookup(&dir, &e.name)?,
                     };
-                    let a = match a {
-                        Some(a) => a,
-                        None => nfs.getattr(&fh)?,
-                    };
-                    (fh, a)
+                    (fh, attr_or_getattr(&nfs, &fh, a)?)
                 }
             };
             items.push(DirItem {
@@ -876,29 +887,18 @@ impl Core {
         item: &DirItem,
         now: Instant,
     ) -> (Entry, bool) {
+        let uncached = |ino| Entry {
+            attr: to_fuse(ino, &item.attr, self.blksize),
+            ttl: Duration::ZERO,
+        };
         if item.is_dot() {
-            let ino = if item.name == b"." {
-                dir_ino
-            } else {
-                t.ino_of(&item.fh).unwrap_or(item.attr.fileid)
-            };
-            let entry = Entry {
-                attr: to_fuse(ino, &item.attr, self.blksize),
-                ttl: Duration::ZERO,
-            };
-            return (entry, false);
+            return (uncached(self.dir_ino(t, dir_ino, item)), false);
         }
         let ino = t.reference(item.fh, item.attr, now, &self.opts.cache);
-        match self.reply_attr(t, ino, now) {
-            Ok(e) => (e, true),
-            Err(_) => (
-                Entry {
-                    attr: to_fuse(ino, &item.attr, self.blksize),
-                    ttl: Duration::ZERO,
-                },
-                true,
-            ),
-        }
+        let entry = self
+            .reply_attr(t, ino, now)
+            .unwrap_or_else(|_| uncached(ino));
+        (entry, true)
     }
 
     /// The node id plain READDIR shows for a listed name.

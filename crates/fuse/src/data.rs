@@ -46,19 +46,11 @@ impl OpenFile {
         Ok(done)
     }
 
-    /// Writes all of `data` at `offset` (may wait for the write-behind's
-    /// flow control).
+    /// Writes all of `data` at `offset` (`NfsFile::write` takes all of it;
+    /// may wait for the write-behind's flow control).
     pub(crate) fn write(&self, offset: u64, data: &[u8]) -> Result<usize, NfsError> {
         self.written.fetch_add(1, Ordering::AcqRel);
-        let mut done = 0;
-        while done < data.len() {
-            let n = self.file.write(offset + done as u64, &data[done..])?;
-            if n == 0 {
-                return Err(NfsError::Status(rnfs_nfs3::Nfsstat3::Io));
-            }
-            done += n;
-        }
-        Ok(done)
+        self.file.write(offset, data)
     }
 
     /// Writes back everything and COMMITs it (close-to-open, fsync).
@@ -75,14 +67,10 @@ impl OpenFile {
         self.file.flush()
     }
 
-    /// The attributes, after a bounded flush, with the size we know of.
+    /// The attributes, after a bounded flush, with the size we know of
+    /// (`NfsFile::getattr` counts the data it holds).
     pub(crate) fn getattr(&self) -> Result<Fattr3, NfsError> {
-        let dirty = self.is_dirty();
-        let mut attr = self.file.getattr()?;
-        if dirty {
-            attr.size = attr.size.max(self.file.size());
-        }
-        Ok(attr)
+        self.file.getattr()
     }
 
     /// Sets the size (after writing back what is dirty).

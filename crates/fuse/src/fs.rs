@@ -4,7 +4,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use fuser::consts::{
     FOPEN_KEEP_CACHE, FUSE_AUTO_INVAL_DATA, FUSE_DO_READDIRPLUS, FUSE_PARALLEL_DIROPS,
@@ -68,14 +68,25 @@ impl RnfsFs {
     /// `what` on node `ino` names the request in slow-request warnings.
     fn spawn<R: Send + 'static>(
         &self,
-        (what, ino): (&'static str, u64),
+        tag: (&'static str, u64),
         req: &Request<'_>,
         reply: R,
         f: impl FnOnce(&Core, Credential, R) + Send + 'static,
     ) {
-        let core = self.core.clone();
         let cred = self.cred(req);
-        self.pool.spawn(what, ino, move || f(&core, cred, reply));
+        self.run(tag, reply, move |core, reply| f(core, cred, reply));
+    }
+
+    /// [`spawn`](Self::spawn) for a request that needs no credential (the
+    /// open file's own is used): none is looked up.
+    fn run<R: Send + 'static>(
+        &self,
+        (what, ino): (&'static str, u64),
+        reply: R,
+        f: impl FnOnce(&Core, R) + Send + 'static,
+    ) {
+        let core = self.core.clone();
+        self.pool.spawn(what, ino, move || f(&core, reply));
     }
 }
 
@@ -304,7 +315,7 @@ impl Filesystem for RnfsFs {
 
     fn write(
         &mut self,
-        req: &Request<'_>,
+        _req: &Request<'_>,
         ino: u64,
         _fh: u64,
         offset: i64,
@@ -320,19 +331,16 @@ impl Filesystem for RnfsFs {
         };
         // The request buffer is reused for the next request: copy.
         let data = data.to_vec();
-        self.spawn(
-            ("write", ino),
-            req,
-            reply,
-            move |core, _cred, reply| match core.write(ino, offset, &data) {
+        self.run(("write", ino), reply, move |core, reply| {
+            match core.write(ino, offset, &data) {
                 Ok(n) => reply.written(n),
                 Err(Errno(e)) => reply.error(e),
-            },
-        );
+            }
+        });
     }
 
-    fn flush(&mut self, req: &Request<'_>, ino: u64, _fh: u64, _lock: u64, reply: ReplyEmpty) {
-        self.spawn(("flush", ino), req, reply, move |core, _cred, reply| {
+    fn flush(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _lock: u64, reply: ReplyEmpty) {
+        self.run(("flush", ino), reply, move |core, reply| {
             empty(reply, core.flush(ino));
         });
     }
@@ -352,8 +360,15 @@ impl Filesystem for RnfsFs {
         });
     }
 
-    fn fsync(&mut self, req: &Request<'_>, ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
-        self.spawn(("fsync", ino), req, reply, move |core, _cred, reply| {
+    fn fsync(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.run(("fsync", ino), reply, move |core, reply| {
             empty(reply, core.fsync(ino));
         });
     }
@@ -374,20 +389,16 @@ impl Filesystem for RnfsFs {
             ("readdir", ino),
             req,
             reply,
-            move |core, cred, mut reply| match core.readdir(ino, fh, offset as u64, cred) {
-                Ok((page, start)) => {
-                    core.with_table(|t| {
-                        for item in &page[start..] {
-                            let ino = core.dir_ino(t, ino, item);
-                            let name = OsStr::from_bytes(&item.name);
-                            if reply.add(ino, item.cookie as i64, kind(item.attr.ftype), name) {
-                                break;
-                            }
-                        }
-                    });
-                    reply.ok();
+            move |core, cred, mut reply| {
+                let listed = core.list_dir(ino, fh, offset as u64, cred, |t, item, _| {
+                    let ino = core.dir_ino(t, ino, item);
+                    let name = OsStr::from_bytes(&item.name);
+                    reply.add(ino, item.cookie as i64, kind(item.attr.ftype), name)
+                });
+                match listed {
+                    Ok(()) => reply.ok(),
+                    Err(Errno(e)) => reply.error(e),
                 }
-                Err(Errno(e)) => reply.error(e),
             },
         );
     }
@@ -405,32 +416,18 @@ impl Filesystem for RnfsFs {
             req,
             reply,
             move |core, cred, mut reply| {
-                match core.readdir(ino, fh, offset as u64, cred) {
-                    Ok((page, start)) => {
-                        core.with_table(|t| {
-                            let now = Instant::now();
-                            for item in &page[start..] {
-                                let (e, counted) = core.dir_entry(t, ino, item, now);
-                                let name = OsStr::from_bytes(&item.name);
-                                let full = reply.add(
-                                    e.attr.ino,
-                                    item.cookie as i64,
-                                    name,
-                                    &e.ttl,
-                                    &e.attr,
-                                    0,
-                                );
-                                if full {
-                                    // Not sent: the kernel did not see this lookup.
-                                    if counted {
-                                        t.forget(e.attr.ino, 1);
-                                    }
-                                    break;
-                                }
-                            }
-                        });
-                        reply.ok();
+                let listed = core.list_dir(ino, fh, offset as u64, cred, |t, item, now| {
+                    let (e, counted) = core.dir_entry(t, ino, item, now);
+                    let name = OsStr::from_bytes(&item.name);
+                    let full = reply.add(e.attr.ino, item.cookie as i64, name, &e.ttl, &e.attr, 0);
+                    // Not sent: the kernel did not see this lookup.
+                    if full && counted {
+                        t.forget(e.attr.ino, 1);
                     }
+                    full
+                });
+                match listed {
+                    Ok(()) => reply.ok(),
                     Err(Errno(e)) => reply.error(e),
                 }
             },

@@ -256,25 +256,7 @@ impl InodeTable {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
-    use rnfs_nfs3::{Ftype3, Nfstime3};
-
-    fn attr(fileid: u64) -> Fattr3 {
-        Fattr3 {
-            ftype: Ftype3::Reg,
-            mode: 0o644,
-            nlink: 1,
-            uid: 0,
-            gid: 0,
-            size: 0,
-            used: 0,
-            rdev: Default::default(),
-            fsid: 1,
-            fileid,
-            atime: Nfstime3::default(),
-            mtime: Nfstime3::default(),
-            ctime: Nfstime3::default(),
-        }
-    }
+    use crate::attr::tests::regular_file as attr;
 
     fn fh(b: u8) -> FileHandle {
         FileHandle::new(&[b; 8]).unwrap()

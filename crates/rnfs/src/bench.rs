@@ -342,12 +342,18 @@ fn write_json<T: serde::Serialize>(path: Option<PathBuf>, value: &T) -> anyhow::
 }
 
 fn run_client(a: ClientArgs) -> anyhow::Result<()> {
-    use rnfs_bench::client::{client_load, ClientLoadParams, ClientOp};
+    use rnfs_bench::client::{client_load, ClientLoadParams, ClientOp, LoadMode};
     let url = rnfs_client::NfsUrl::parse(&a.url)?;
     let size = u32::try_from(a.size)
         .ok()
         .filter(|s| (1..=1 << 20).contains(s))
         .context("--size must be 1 to 1M")?;
+    let warmup = seconds("warmup", a.warmup)?;
+    let duration = seconds("duration", a.duration)?;
+    let mode = match a.mode {
+        LoadModeArg::Threads => LoadMode::Threads,
+        LoadModeArg::Async => LoadMode::Async,
+    };
     let mut all = Vec::new();
     println!(
         "{:<8} {:>7} {:>12} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
@@ -367,15 +373,12 @@ fn run_client(a: ClientArgs) -> anyhow::Result<()> {
                     url: url.clone(),
                     op,
                     threads,
-                    mode: match a.mode {
-                        LoadModeArg::Threads => rnfs_bench::client::LoadMode::Threads,
-                        LoadModeArg::Async => rnfs_bench::client::LoadMode::Async,
-                    },
+                    mode,
                     connections: a.connections,
                     size,
                     file_size: a.file_size,
-                    warmup: seconds("warmup", a.warmup)?,
-                    duration: seconds("duration", a.duration)?,
+                    warmup,
+                    duration,
                 })?);
             }
             let med = |f: &dyn Fn(&rnfs_bench::client::ClientLoadRow) -> f64| {
@@ -454,11 +457,7 @@ fn run_nfs(a: NfsArgs) -> anyhow::Result<()> {
     crate::raise_fd_limit();
     let rows = rnfs_bench::nfs::run(&params)?;
     println!("{}", rnfs_bench::nfs::table(&rows));
-    if let Some(path) = a.json {
-        std::fs::write(&path, serde_json::to_string_pretty(&rows)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(())
+    write_json(a.json, &rows)
 }
 
 fn run_sched(a: SchedArgs) -> anyhow::Result<()> {

@@ -62,6 +62,19 @@ impl Cred {
     pub fn in_group(&self, gid: u32) -> bool {
         self.gid == gid || self.groups.contains(&gid)
     }
+
+    /// The `rwx` bits (0..=7) of `mode` that apply to this caller for an object
+    /// with this owner and group: exactly one class, owner, else group, else
+    /// others.
+    pub(crate) fn mode_bits(&self, uid: u32, gid: u32, mode: u32) -> u32 {
+        if self.uid == uid {
+            (mode >> 6) & 7
+        } else if self.in_group(gid) {
+            (mode >> 3) & 7
+        } else {
+            mode & 7
+        }
+    }
 }
 
 /// A timestamp: seconds and nanoseconds since the Unix epoch.

@@ -19,7 +19,7 @@ use crate::error::ClientError;
 use crate::lockstat;
 
 use super::conn::{Conn, ConnStats};
-use super::slots::{Delivery, Reservation, Slot, TicketState};
+use super::slots::{Delivery, Reservation, Slot};
 use super::sync::{park, Ordering};
 
 /// Offset of the XID in an encoded request: after the 4-byte record mark.
@@ -194,9 +194,7 @@ impl CallState {
             None => Err(otherwise),
         }
     }
-}
 
-impl CallState {
     /// Gives the slot back, passing on a read baton handed to this owner.
     fn release_slot(&self) {
         let baton = self.slot().is_some_and(Slot::leave_lead);
@@ -226,14 +224,7 @@ pub(crate) fn reserve_blocking(conn: &Conn) -> Result<u32, ClientError> {
         Reservation::Shutdown => Err(ClientError::Shutdown),
         Reservation::Queued(ticket) => {
             ConnStats::bump(&conn.stats.backlog_waits);
-            loop {
-                ticket.waiter.register_thread();
-                match ticket.state() {
-                    TicketState::Granted(idx) => return Ok(idx),
-                    TicketState::Shutdown => return Err(ClientError::Shutdown),
-                    TicketState::Waiting => park(None),
-                }
-            }
+            ticket.wait_blocking().ok_or(ClientError::Shutdown)
         }
     }
 }

@@ -271,7 +271,6 @@ impl Conn {
             let batch = std::mem::take(&mut w.batch);
             Self::write_all(w, &batch);
             w.batch = batch;
-            w.batch.clear();
         }
     }
 
@@ -394,8 +393,7 @@ impl Conn {
                 if st.delivered {
                     *backoff = MIN_BACKOFF;
                 } else if !self.is_closing() {
-                    self.pause(*backoff);
-                    *backoff = (*backoff * 2).min(MAX_BACKOFF);
+                    self.back_off(backoff);
                 }
                 st.delivered = false;
                 continue;
@@ -411,8 +409,7 @@ impl Conn {
                     Err(e) => {
                         lock(&self.control, Site::Control).last_error =
                             Some(format!("reconnecting to {}: {e}", self.peer));
-                        self.pause(*backoff);
-                        *backoff = (*backoff * 2).min(MAX_BACKOFF);
+                        self.back_off(backoff);
                     }
                 }
                 continue;
@@ -428,6 +425,12 @@ impl Conn {
                 next_tick = now + tick;
             }
         }
+    }
+
+    /// Pauses for `backoff`, then doubles it (up to [`MAX_BACKOFF`]).
+    fn back_off(&self, backoff: &mut Duration) {
+        self.pause(*backoff);
+        *backoff = (*backoff * 2).min(MAX_BACKOFF);
     }
 
     /// Sleeps `d` (waking owners every tick), or until `close`.

@@ -18,7 +18,7 @@ use loom::sync::{Condvar, Mutex};
 use loom::thread;
 
 use super::lead::{ReadRole, ReadSide};
-use super::slots::{Delivery, Reservation, SlotTable, TicketState};
+use super::slots::{Delivery, Reservation, Slot, SlotTable};
 use super::sync::park;
 
 /// The blocking reservation of `call.rs`: `None` on shutdown.
@@ -26,14 +26,7 @@ fn reserve_blocking(t: &SlotTable) -> Option<u32> {
     match t.reserve() {
         Reservation::Slot(i) => Some(i),
         Reservation::Shutdown => None,
-        Reservation::Queued(ticket) => loop {
-            ticket.waiter.register_thread();
-            match ticket.state() {
-                TicketState::Granted(i) => break Some(i),
-                TicketState::Shutdown => break None,
-                TicketState::Waiting => park(None),
-            }
-        },
+        Reservation::Queued(ticket) => ticket.wait_blocking(),
     }
 }
 
@@ -42,6 +35,12 @@ fn take_slot(t: &SlotTable) -> u32 {
         Reservation::Slot(i) => i,
         other => panic!("expected a free slot, got {other:?}"),
     }
+}
+
+/// A free slot with a call begun in it: `(index, xid)`.
+fn begun(t: &SlotTable) -> (u32, u32) {
+    let i = take_slot(t);
+    (i, t.begin(i).unwrap())
 }
 
 #[test]
@@ -104,27 +103,34 @@ fn loom_shutdown_wakes_a_queued_caller() {
     });
 }
 
+/// The owner's loop from `call.rs` without reading: register, check, sleep.
+fn wait_for(slot: &Slot, xid: u32) -> Delivery {
+    loop {
+        slot.waiter.register_thread();
+        if let Some(d) = slot.take_if_done(xid) {
+            return d;
+        }
+        park(None);
+    }
+}
+
+/// A reader thread delivering `[7]` for `xid`; joins to whether it landed.
+fn spawn_reply(t: &Arc<SlotTable>, xid: u32) -> thread::JoinHandle<bool> {
+    let t = Arc::clone(t);
+    thread::spawn(move || {
+        t.slot_for_xid(xid)
+            .unwrap()
+            .deliver(xid, Delivery::Reply(vec![7]))
+    })
+}
+
 #[test]
 fn loom_reply_racing_with_park_wakes_the_owner() {
     loom::model(|| {
         let t = Arc::new(SlotTable::new(2, 0));
-        let i = take_slot(&t);
-        let xid = t.begin(i).unwrap();
-        let t2 = Arc::clone(&t);
-        let reader = thread::spawn(move || {
-            t2.slot_for_xid(xid)
-                .unwrap()
-                .deliver(xid, Delivery::Reply(vec![7]))
-        });
-        let slot = t.slot(i).unwrap();
-        // The owner's loop from `call.rs`: register, check, sleep.
-        let d = loop {
-            slot.waiter.register_thread();
-            if let Some(d) = slot.take_if_done(xid) {
-                break d;
-            }
-            park(None);
-        };
+        let (i, xid) = begun(&t);
+        let reader = spawn_reply(&t, xid);
+        let d = wait_for(t.slot(i).unwrap(), xid);
         assert!(matches!(d, Delivery::Reply(v) if v == [7]));
         assert!(reader.join().unwrap());
         t.release(i);
@@ -135,14 +141,8 @@ fn loom_reply_racing_with_park_wakes_the_owner() {
 fn loom_reply_racing_with_abandon_is_taken_or_dropped() {
     loom::model(|| {
         let t = Arc::new(SlotTable::new(2, 0));
-        let i = take_slot(&t);
-        let xid = t.begin(i).unwrap();
-        let t2 = Arc::clone(&t);
-        let reader = thread::spawn(move || {
-            t2.slot_for_xid(xid)
-                .unwrap()
-                .deliver(xid, Delivery::Reply(vec![7]))
-        });
+        let (i, xid) = begun(&t);
+        let reader = spawn_reply(&t, xid);
         let taken = t.slot(i).unwrap().abandon(xid);
         t.release(i);
         let delivered = reader.join().unwrap();
@@ -224,11 +224,6 @@ fn wait_leading(role: &ReadRole<ModelSide>, t: &SlotTable, idx: u32, xid: u32) -
     d
 }
 
-fn begun(t: &SlotTable) -> (u32, u32) {
-    let i = take_slot(t);
-    (i, t.begin(i).unwrap())
-}
-
 #[test]
 fn loom_read_role_hand_off_never_strands_a_waiter() {
     loom::model(|| {
@@ -299,13 +294,7 @@ fn loom_a_call_whose_owner_does_not_read_is_served_by_the_reader() {
                 wire.answer(xa);
                 wire.answer(xb);
                 let slot = t.slot(b).unwrap();
-                let d = loop {
-                    slot.waiter.register_thread();
-                    if let Some(d) = slot.take_if_done(xb) {
-                        break d;
-                    }
-                    park(None);
-                };
+                let d = wait_for(slot, xb);
                 assert!(!slot.leave_lead(), "a non-leading owner gets no baton");
                 t.release(b);
                 d

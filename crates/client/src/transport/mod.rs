@@ -242,6 +242,19 @@ impl RpcClient {
         &conns[i % conns.len()]
     }
 
+    /// Sends `record` on the next connection once it has a free slot
+    /// (waiting in the backlog if needed). `leads`: see `CallState::start`.
+    fn start(&self, record: Vec<u8>, leads: bool) -> Result<PendingCall, ClientError> {
+        let conn = self.pick();
+        let idx = reserve_blocking(conn)?;
+        Ok(PendingCall::new(CallState::start(
+            Arc::clone(conn),
+            idx,
+            record,
+            leads,
+        )))
+    }
+
     /// Calls `prog`/`vers`/`proc_` as `cred` with `args`, and decodes the
     /// results (the bytes after an accepted SUCCESS reply header) with `decode`,
     /// which may borrow from the reply.
@@ -259,10 +272,8 @@ impl RpcClient {
         F: FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
     {
         let record = encode_request(cred, prog, vers, proc_, args);
-        let conn = self.pick();
-        let idx = reserve_blocking(conn)?;
         // The caller waits at once: it reads its own reply (no reader wake-up).
-        PendingCall::new(CallState::start(Arc::clone(conn), idx, record, true)).wait(decode)
+        self.start(record, true)?.wait(decode)
     }
 
     /// Sends a call and returns at once; [`PendingCall::wait`] collects the
@@ -281,14 +292,7 @@ impl RpcClient {
         A: Encode + ?Sized,
     {
         let record = encode_request(cred, prog, vers, proc_, args);
-        let conn = self.pick();
-        let idx = reserve_blocking(conn)?;
-        Ok(PendingCall::new(CallState::start(
-            Arc::clone(conn),
-            idx,
-            record,
-            false,
-        )))
+        self.start(record, false)
     }
 
     /// [`submit`](Self::submit), but only if a slot is free now: `None`

@@ -38,8 +38,8 @@ use std::sync::Arc;
 use crate::error::ClientError;
 use crate::lockstat::Site;
 
-use super::sync::{fence, lock, spin_wait, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
-use super::sync::{UnsafeCell, Waiter};
+use super::sync::{fence, lock, park, spin_wait, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use super::sync::{Mutex, MutexGuard, UnsafeCell, Waiter};
 
 /// Slots in circulation when a table is created.
 pub(crate) const PREALLOCATED: u32 = 2;
@@ -301,6 +301,20 @@ impl Ticket {
             .is_ok()
     }
 
+    /// Blocks the calling thread until a slot is handed over (`Some`) or
+    /// the connection shuts down (`None`).
+    pub(crate) fn wait_blocking(&self) -> Option<u32> {
+        loop {
+            // Register before checking: a hand-over in between wakes us.
+            self.waiter.register_thread();
+            match self.state() {
+                TicketState::Granted(idx) => return Some(idx),
+                TicketState::Shutdown => return None,
+                TicketState::Waiting => park(None),
+            }
+        }
+    }
+
     /// The ticket's state, for its waiter.
     pub(crate) fn state(&self) -> TicketState {
         // Acquire: pairs with `offer`'s Release.
@@ -410,6 +424,11 @@ impl SlotTable {
         self.allocated.load(Ordering::Acquire)
     }
 
+    /// The slots in circulation.
+    fn circulating(&self) -> impl Iterator<Item = &Slot> {
+        self.slots.iter().take(self.allocated() as usize)
+    }
+
     /// The slot at `idx`.
     pub(crate) fn slot(&self, idx: u32) -> Option<&Slot> {
         self.slots.get(idx as usize)
@@ -490,7 +509,13 @@ impl SlotTable {
 
     /// Hands `idx` to the oldest live ticket. `false` if none.
     fn hand_over(&self, idx: u32) -> bool {
-        let mut backlog = lock(&self.backlog, Site::Backlog);
+        self.offer_to_oldest(lock(&self.backlog, Site::Backlog), idx)
+    }
+
+    /// Under the backlog mutex: hands `idx` to the oldest ticket that takes
+    /// it and wakes that caller (after unlocking), clearing `congested` once
+    /// no live ticket is left. `false` (and `congested` cleared) if none.
+    fn offer_to_oldest(&self, mut backlog: MutexGuard<'_, Backlog>, idx: u32) -> bool {
         while let Some(ticket) = backlog.queue.pop_front() {
             if ticket.offer(idx) {
                 if live_front(&mut backlog.queue).is_none() {
@@ -518,19 +543,9 @@ impl SlotTable {
         let Some(idx) = self.pop_free() else {
             return;
         };
-        while let Some(ticket) = backlog.queue.pop_front() {
-            if ticket.offer(idx) {
-                if live_front(&mut backlog.queue).is_none() {
-                    self.congested.store(false, Ordering::SeqCst);
-                }
-                drop(backlog);
-                ticket.waiter.wake();
-                return;
-            }
+        if !self.offer_to_oldest(backlog, idx) {
+            self.push_free(idx);
         }
-        self.congested.store(false, Ordering::SeqCst);
-        drop(backlog);
-        self.push_free(idx);
     }
 
     /// Refuses new tickets and wakes every queued one with `Shutdown`.
@@ -550,8 +565,7 @@ impl SlotTable {
     /// Wakes every slot's owner (after a reconnect, at shutdown, or on the
     /// reader's tick for owners whose deadline `now_ms` passed).
     pub(crate) fn wake_owners(&self, due_by_ms: Option<u64>) {
-        let n = self.allocated() as usize;
-        for s in self.slots.iter().take(n) {
+        for s in self.circulating() {
             let due = match due_by_ms {
                 None => true,
                 // Relaxed: a hint; a late wake is caught by the next tick.
@@ -585,20 +599,17 @@ impl SlotTable {
 
     /// Whether some owner sleeps willing to read.
     pub(crate) fn has_want(&self) -> bool {
-        let n = self.allocated() as usize;
-        self.slots.iter().take(n).any(Slot::wants_lead)
+        self.circulating().any(Slot::wants_lead)
     }
 
     /// Whether some call still waits for its reply.
     pub(crate) fn any_waiting(&self) -> bool {
-        let n = self.allocated() as usize;
-        self.slots.iter().take(n).any(|s| s.waiting_xid().is_some())
+        self.circulating().any(|s| s.waiting_xid().is_some())
     }
 
     /// Fails every outstanding call with `error()`.
     pub(crate) fn fail_outstanding(&self, error: impl Fn() -> ClientError) {
-        let n = self.allocated() as usize;
-        for s in self.slots.iter().take(n) {
+        for s in self.circulating() {
             if let Some(xid) = s.waiting_xid() {
                 s.deliver(xid, Delivery::Failed(error()));
             }

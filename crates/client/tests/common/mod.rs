@@ -8,12 +8,23 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use rnfs_client::{ClientOptions, Credential, NfsUrl, Session};
+use rnfs_client::{ClientOptions, Credential, DirtyBudget, IoConfig, NfsFile, NfsUrl, Session};
 use rnfs_nfs3::{FileHandle, Sattr3};
 use rnfs_server::nfs::exports::{Access, BackendKind, ExportConfig, Exports, Squash};
 use rnfs_server::nfs::{self, HandleKey};
 use rnfs_server::{Server, ServerConfig};
 use rnfs_vfs::Filesystem;
+
+/// Opens `fh` as an [`NfsFile`] with its current attributes.
+pub(crate) fn open(
+    s: &Session,
+    fh: FileHandle,
+    config: IoConfig,
+    budget: &Arc<DirtyBudget>,
+) -> NfsFile {
+    let attr = s.nfs().getattr(&fh).unwrap();
+    NfsFile::new(s.nfs().clone(), fh, &attr, config, Arc::clone(budget))
+}
 
 /// A server under test and a fresh, empty directory on it for this test.
 pub(crate) struct TestServer {

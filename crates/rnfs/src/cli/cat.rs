@@ -38,11 +38,7 @@ pub(crate) struct CatArgs {
 pub(crate) fn run(ctx: &Ctx, args: &CatArgs) {
     let mut out = io::stdout().lock();
     for arg in &args.urls {
-        let found = ctx
-            .remotes
-            .open(&arg.url)
-            .and_then(|t| Ok((t.resolve(true)?, t)));
-        let (res, target) = match found {
+        let (res, target) = match ctx.remotes.open_resolved(&arg.url, true) {
             Ok(f) => f,
             Err(e) => {
                 ctx.fail(1, format_args!("{}: {e}", arg.text));

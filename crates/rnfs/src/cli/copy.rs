@@ -23,7 +23,7 @@ use rnfs_client::{DirtyBudget, NfsError};
 use rnfs_nfs3::{CreateHow3, Fattr3, FileHandle, Ftype3, Nfsstat3, Nfstime3, Sattr3, SetTime};
 
 use super::format::umask;
-use super::remote::{join_path, read_dir, resolve, Error, Target};
+use super::remote::{child_shown, join_path, lookup, read_dir, resolve, Error, Target};
 use super::transfer::{chunk_size, open_nfs, pump, Reader, Side, Writer};
 use super::{progress, ConnArgs, Ctx, PathArg};
 
@@ -275,28 +275,19 @@ impl Place {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(e.into()),
             },
-            Self::Nfs { dir, dir_fh, name } => {
-                let nfs = dir.session.nfs();
-                match nfs.lookup(dir_fh, name) {
-                    Ok((fh, attr)) => {
-                        let attr = match attr {
-                            Some(a) => a,
-                            None => nfs.getattr(&fh)?,
-                        };
-                        Ok(Some(Obj {
-                            node: Node::Nfs {
-                                target: dir.with_path(self.nfs_path()),
-                                fh,
-                            },
-                            meta: Meta::of_attr(&attr),
-                            shown: shown.to_owned(),
-                            attr: Some(attr),
-                        }))
-                    }
-                    Err(NfsError::Status(Nfsstat3::Noent)) => Ok(None),
-                    Err(e) => Err(e.into()),
-                }
-            }
+            Self::Nfs { dir, dir_fh, name } => match lookup(&dir.session, dir_fh, name) {
+                Ok((fh, attr)) => Ok(Some(Obj {
+                    node: Node::Nfs {
+                        target: dir.with_path(self.nfs_path()),
+                        fh,
+                    },
+                    meta: Meta::of_attr(&attr),
+                    shown: shown.to_owned(),
+                    attr: Some(attr),
+                })),
+                Err(NfsError::Status(Nfsstat3::Noent)) => Ok(None),
+                Err(e) => Err(e.into()),
+            },
         }
     }
 
@@ -897,11 +888,7 @@ impl Copier<'_> {
     /// Sets the mode of `node`, and with -p its times and (as root) owner;
     /// `times_done` when a local file's times were set through its writer.
     fn set_attrs(&self, node: &Node, shown: &str, src: &Meta, times_done: bool) -> bool {
-        let mode = if self.preserve {
-            src.mode & 0o7777
-        } else {
-            src.mode & 0o777 & !self.umask
-        };
+        let mode = self.new_file_mode(src);
         match node {
             Node::Local(p) => {
                 if self.preserve && rustix::process::geteuid().is_root() {
@@ -1006,14 +993,6 @@ fn child_place(dir: &Node, name: &[u8]) -> Place {
             name: name.to_vec(),
         },
     }
-}
-
-fn child_shown(dir: &str, name: &[u8]) -> String {
-    format!(
-        "{}/{}",
-        dir.trim_end_matches('/'),
-        String::from_utf8_lossy(name)
-    )
 }
 
 fn read_link(node: &Node) -> Result<Vec<u8>, Error> {
@@ -1245,11 +1224,14 @@ fn move_by_copy(copier: &Copier<'_>, src: &Obj, dst: &Place, shown: &str) -> boo
         }
     };
     if let Some(e) = &existing {
+        let not_moved = |why: &dyn std::fmt::Display| {
+            format!("cannot move '{}' to '{shown}': {why}", src.shown)
+        };
         let problem = match (src.meta.kind == Kind::Dir, e.meta.kind == Kind::Dir) {
             (true, true) => match children(e) {
                 Ok(c) if c.is_empty() => None,
-                Ok(_) => Some(Error::Errno(Errno::ENOTEMPTY as i32).to_string()),
-                Err(err) => Some(err.to_string()),
+                Ok(_) => Some(not_moved(&Error::Errno(Errno::ENOTEMPTY as i32))),
+                Err(err) => Some(not_moved(&err)),
             },
             (false, true) => Some(format!(
                 "cannot overwrite directory '{shown}' with non-directory"
@@ -1265,14 +1247,7 @@ fn move_by_copy(copier: &Copier<'_>, src: &Obj, dst: &Place, shown: &str) -> boo
             },
         };
         if let Some(msg) = problem {
-            if msg.starts_with("cannot") {
-                copier.fail(msg);
-            } else {
-                copier.fail(format_args!(
-                    "cannot move '{}' to '{shown}': {msg}",
-                    src.shown
-                ));
-            }
+            copier.fail(msg);
             return false;
         }
     }

@@ -70,10 +70,10 @@ pub(crate) fn run(ctx: &Ctx, args: &DfArgs) {
     };
     let mut rows: Vec<[String; 6]> = vec![header.map(str::to_owned)];
     for arg in &args.urls {
-        let found = ctx.remotes.open(&arg.url).and_then(|t| {
-            let res = t.resolve(true)?;
-            Ok((t.session.nfs().fsstat(&res.fh)?, t))
-        });
+        let found = ctx
+            .remotes
+            .open_resolved(&arg.url, true)
+            .and_then(|(res, t)| Ok((t.session.nfs().fsstat(&res.fh)?, t)));
         let (st, target) = match found {
             Ok(f) => f,
             Err(e) => {

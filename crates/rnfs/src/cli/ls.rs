@@ -9,7 +9,7 @@ use rnfs_client::Session;
 use rnfs_nfs3::{Fattr3, FileHandle, Ftype3};
 
 use super::format::{human, ls_time, mode_string};
-use super::remote::{read_dir, Resolved};
+use super::remote::{child_shown, read_dir, Resolved};
 use super::{ConnArgs, Ctx, UrlArg};
 
 pub(crate) const ABOUT: &str = concat!(
@@ -122,11 +122,7 @@ pub(crate) fn run(ctx: &Ctx, args: &LsArgs) {
     let mut files = Vec::new();
     let mut dirs = Vec::new();
     for arg in &args.urls {
-        let found = ctx
-            .remotes
-            .open(&arg.url)
-            .and_then(|t| Ok((t.resolve(false)?, t)));
-        let (res, target) = match found {
+        let (res, target) = match ctx.remotes.open_resolved(&arg.url, false) {
             Ok(f) => f,
             Err(e) => {
                 ls.fail(2, format_args!("cannot access '{}': {e}", arg.text));
@@ -233,7 +229,7 @@ impl Lister<'_> {
             let name = e.name_str();
             if self.args.recursive && e.attr.ftype == Ftype3::Dir {
                 subdirs.push(Dir {
-                    shown: format!("{}/{name}", dir.shown.trim_end_matches('/')),
+                    shown: child_shown(&dir.shown, &e.name),
                     session: Arc::clone(&dir.session),
                     fh: e.fh,
                     attr: e.attr,

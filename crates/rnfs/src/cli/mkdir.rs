@@ -6,7 +6,7 @@ use rnfs_client::{NfsError, NfsUrl, Session};
 use rnfs_nfs3::{FileHandle, Ftype3, Nfsstat3, Sattr3};
 
 use super::format::umask;
-use super::remote::{join_path, resolve, Error};
+use super::remote::{join_path, lookup, resolve, Error, Resolved};
 use super::{ConnArgs, Ctx, UrlArg};
 
 pub(crate) const ABOUT: &str = concat!(
@@ -135,8 +135,10 @@ fn make_parents(
     for (i, name) in names.iter().enumerate() {
         so_far = join_path(&so_far, name);
         let last = i + 1 == names.len();
-        let existing = match nfs.lookup(&dir, name.as_bytes()) {
-            Ok(_) => Some(resolve(session, &so_far, true)?),
+        let existing = match lookup(session, &dir, name.as_bytes()) {
+            // A symbolic link is followed (from the root: it may be relative).
+            Ok((_, attr)) if attr.ftype == Ftype3::Lnk => Some(resolve(session, &so_far, true)?),
+            Ok((fh, attr)) => Some(Resolved { fh, attr }),
             Err(NfsError::Status(Nfsstat3::Noent)) => None,
             Err(e) => return Err(e.into()),
         };

@@ -35,7 +35,7 @@ use std::fmt::Display;
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use clap::Args;
@@ -182,7 +182,7 @@ pub(crate) struct Ctx {
     remotes: Remotes,
     status: AtomicU8,
     /// Standard output was closed (EPIPE): stop quietly.
-    broken_pipe: std::sync::atomic::AtomicBool,
+    broken_pipe: AtomicBool,
 }
 
 impl Ctx {
@@ -191,7 +191,7 @@ impl Ctx {
             cmd,
             remotes: conn.remotes(),
             status: AtomicU8::new(0),
-            broken_pipe: std::sync::atomic::AtomicBool::new(false),
+            broken_pipe: AtomicBool::new(false),
         }
     }
 
@@ -245,47 +245,22 @@ fn clone_io(e: &io::Error) -> io::Error {
 /// Runs one client command; the exit code follows coreutils.
 pub(crate) fn run(cmd: ClientCommand) -> ExitCode {
     match cmd {
-        ClientCommand::Ls(a) => {
-            let ctx = Ctx::new("ls", &a.conn);
-            ls::run(&ctx, &a);
-            ctx.finish()
-        }
-        ClientCommand::Stat(a) => {
-            let ctx = Ctx::new("stat", &a.conn);
-            stat::run(&ctx, &a);
-            ctx.finish()
-        }
-        ClientCommand::Cat(a) => {
-            let ctx = Ctx::new("cat", &a.conn);
-            cat::run(&ctx, &a);
-            ctx.finish()
-        }
-        ClientCommand::Cp(a) => {
-            let ctx = Ctx::new("cp", &a.conn);
-            copy::run_cp(&ctx, &a);
-            ctx.finish()
-        }
-        ClientCommand::Mv(a) => {
-            let ctx = Ctx::new("mv", &a.conn);
-            copy::run_mv(&ctx, &a);
-            ctx.finish()
-        }
-        ClientCommand::Rm(a) => {
-            let ctx = Ctx::new("rm", &a.conn);
-            rm::run(&ctx, &a);
-            ctx.finish()
-        }
-        ClientCommand::Mkdir(a) => {
-            let ctx = Ctx::new("mkdir", &a.conn);
-            mkdir::run(&ctx, &a);
-            ctx.finish()
-        }
-        ClientCommand::Df(a) => {
-            let ctx = Ctx::new("df", &a.conn);
-            df::run(&ctx, &a);
-            ctx.finish()
-        }
+        ClientCommand::Ls(a) => run_with("ls", &a.conn, |ctx| ls::run(ctx, &a)),
+        ClientCommand::Stat(a) => run_with("stat", &a.conn, |ctx| stat::run(ctx, &a)),
+        ClientCommand::Cat(a) => run_with("cat", &a.conn, |ctx| cat::run(ctx, &a)),
+        ClientCommand::Cp(a) => run_with("cp", &a.conn, |ctx| copy::run_cp(ctx, &a)),
+        ClientCommand::Mv(a) => run_with("mv", &a.conn, |ctx| copy::run_mv(ctx, &a)),
+        ClientCommand::Rm(a) => run_with("rm", &a.conn, |ctx| rm::run(ctx, &a)),
+        ClientCommand::Mkdir(a) => run_with("mkdir", &a.conn, |ctx| mkdir::run(ctx, &a)),
+        ClientCommand::Df(a) => run_with("df", &a.conn, |ctx| df::run(ctx, &a)),
     }
+}
+
+/// Runs `body` with a fresh [`Ctx`] for command `cmd`, then unmounts.
+fn run_with(cmd: &'static str, conn: &ConnArgs, body: impl FnOnce(&Ctx)) -> ExitCode {
+    let ctx = Ctx::new(cmd, conn);
+    body(&ctx);
+    ctx.finish()
 }
 
 #[cfg(test)]

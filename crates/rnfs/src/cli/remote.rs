@@ -126,6 +126,16 @@ pub(crate) fn split_path(path: &str) -> Option<(&str, &str)> {
     })
 }
 
+/// `DIR/NAME` for messages: `dir` as the user typed it (a trailing `/`
+/// dropped) and `name` with invalid UTF-8 replaced.
+pub(crate) fn child_shown(dir: &str, name: &[u8]) -> String {
+    format!(
+        "{}/{}",
+        dir.trim_end_matches('/'),
+        String::from_utf8_lossy(name)
+    )
+}
+
 /// `dir` + `/` + `name`, for paths below an export's root.
 pub(crate) fn join_path(dir: &str, name: &str) -> String {
     if dir.is_empty() {
@@ -174,11 +184,7 @@ pub(crate) fn resolve(session: &Session, path: &str, follow: bool) -> Result<Res
             };
             continue;
         }
-        let (fh, attr) = nfs.lookup(&current.fh, name.as_bytes())?;
-        let attr = match attr {
-            Some(a) => a,
-            None => nfs.getattr(&fh)?,
-        };
+        let (fh, attr) = lookup(session, &current.fh, name.as_bytes())?;
         let last = todo.is_empty();
         if attr.ftype == Ftype3::Lnk && (follow || !last) {
             links += 1;
@@ -212,6 +218,21 @@ pub(crate) fn resolve(session: &Session, path: &str, follow: bool) -> Result<Res
         current = Resolved { fh, attr };
     }
     Ok(current)
+}
+
+/// LOOKUP of `name` in `dir`, with a GETATTR when the reply has no attributes.
+pub(crate) fn lookup(
+    session: &Session,
+    dir: &FileHandle,
+    name: &[u8],
+) -> Result<(FileHandle, Fattr3), NfsError> {
+    let nfs = session.nfs();
+    let (fh, attr) = nfs.lookup(dir, name)?;
+    let attr = match attr {
+        Some(a) => a,
+        None => nfs.getattr(&fh)?,
+    };
+    Ok((fh, attr))
 }
 
 fn components(path: &str) -> impl DoubleEndedIterator<Item = &str> {
@@ -389,6 +410,16 @@ impl Remotes {
             path,
             export_url,
         })
+    }
+
+    /// [`Remotes::open`], then the path resolved (see [`Target::resolve`]).
+    pub(crate) fn open_resolved(
+        &self,
+        url: &NfsUrl,
+        follow: bool,
+    ) -> Result<(Resolved, Target), Error> {
+        let target = self.open(url)?;
+        Ok((target.resolve(follow)?, target))
     }
 
     /// Unmounts every session (advisory, as umount(8)).

@@ -7,7 +7,7 @@ use nix::errno::Errno;
 use rnfs_client::Session;
 use rnfs_nfs3::{FileHandle, Ftype3};
 
-use super::remote::{read_dir, resolve, Error};
+use super::remote::{lookup, read_dir, resolve, Error};
 use super::{ConnArgs, Ctx, UrlArg};
 
 pub(crate) const ABOUT: &str = concat!(
@@ -88,12 +88,8 @@ fn remove_one(ctx: &Ctx, args: &RmArgs, arg: &UrlArg) {
     };
     let session = &target.session;
     let found = resolve(session, parent, true).and_then(|dir| {
-        let (fh, attr) = session.nfs().lookup(&dir.fh, name.as_bytes())?;
-        let ftype = match attr {
-            Some(a) => a.ftype,
-            None => session.nfs().getattr(&fh)?.ftype,
-        };
-        Ok((dir.fh, fh, ftype))
+        let (fh, attr) = lookup(session, &dir.fh, name.as_bytes())?;
+        Ok((dir.fh, fh, attr.ftype))
     });
     let (dir, fh, ftype) = match found {
         Ok(f) => f,

@@ -45,11 +45,7 @@ pub(crate) struct StatArgs {
 pub(crate) fn run(ctx: &Ctx, args: &StatArgs) {
     let mut out = io::stdout().lock();
     for arg in &args.urls {
-        let found = ctx
-            .remotes
-            .open(&arg.url)
-            .and_then(|t| Ok((t.resolve(args.dereference)?, t)));
-        let (res, target) = match found {
+        let (res, target) = match ctx.remotes.open_resolved(&arg.url, args.dereference) {
             Ok(f) => f,
             Err(e) => {
                 let _ = out.flush();

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use rnfs_nfs3::*;
 use rnfs_rpc::{Auth, CallContext, Service, ServiceError};
-use rnfs_vfs::{identity, BackendHandle, Cred, DirEntry, FsError, SpecialNode, Wcc};
+use rnfs_vfs::{identity, Attr, BackendHandle, Cred, DirEntry, FsError, FsInfo, SpecialNode, Wcc};
 use rnfs_xdr::{Decode, Encode, Reader, Writer};
 
 use super::convert::{self, fattr, post_op, sattr, status, wcc};
@@ -704,12 +704,15 @@ impl NfsService {
         }
     }
 
+    /// FSINFO and PATHCONF: the backend's static facts and the object's attributes.
+    fn info(&self, ctx: &CallContext<'_>, fh: NfsFh3<'_>) -> Result<(FsInfo, Attr), Nfsstat3> {
+        let o = self.open(ctx, fh)?;
+        let attr = o.export.fs.getattr(&o.cred, &o.fh).map_err(status)?;
+        Ok((o.export.fs.info(), attr))
+    }
+
     fn fsinfo(&self, ctx: &CallContext<'_>, a: FsinfoArgs<'_>) -> FsinfoRes {
-        let r = self.open(ctx, a.fsroot).and_then(|o| {
-            let attr = o.export.fs.getattr(&o.cred, &o.fh).map_err(status)?;
-            Ok((o.export.fs.info(), attr))
-        });
-        match r {
+        match self.info(ctx, a.fsroot) {
             Ok((info, attr)) => {
                 let mut properties = FSF3_HOMOGENEOUS | FSF3_CANSETTIME;
                 if info.link {
@@ -740,11 +743,7 @@ impl NfsService {
     }
 
     fn pathconf(&self, ctx: &CallContext<'_>, a: PathconfArgs<'_>) -> PathconfRes {
-        let r = self.open(ctx, a.object).and_then(|o| {
-            let attr = o.export.fs.getattr(&o.cred, &o.fh).map_err(status)?;
-            Ok((o.export.fs.info(), attr))
-        });
-        match r {
+        match self.info(ctx, a.object) {
             Ok((info, attr)) => PathconfRes::Ok(PathconfResOk {
                 obj_attributes: Some(fattr(&attr)),
                 linkmax: info.max_link,

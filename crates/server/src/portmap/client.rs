@@ -285,19 +285,13 @@ impl RpcbindClient {
                 Rpcb::from_mapping(m).encode(&mut w);
                 rpcb_proc
             } else {
-                let Some((protocol, SocketAddr::V4(addr))) = m.inet() else {
+                let Some(mapping) = PmapMapping::from_mapping(m) else {
                     return Err(PortmapError::NotRepresentable {
                         netid: m.netid.clone(),
                         uaddr: m.uaddr.clone(),
                     });
                 };
-                PmapMapping {
-                    prog: m.prog,
-                    vers: m.vers,
-                    prot: protocol.ipproto(),
-                    port: addr.port().into(),
-                }
-                .encode(&mut w);
+                mapping.encode(&mut w);
                 pmap_proc
             };
             match self.call(self.version, proc_, &args) {

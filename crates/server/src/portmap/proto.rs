@@ -2,6 +2,8 @@
 //! XDR of the two argument types both the service and the client exchange:
 //! version 2's `mapping` and versions 3–4's `rpcb`.
 
+use std::net::SocketAddr;
+
 use rnfs_xdr::{DecodeError, Reader, Writer};
 
 use super::registry::Mapping;
@@ -82,6 +84,19 @@ pub(crate) struct PmapMapping {
 }
 
 impl PmapMapping {
+    /// The version 2 form of `m`: only IPv4 `tcp` and `udp` mappings have one.
+    pub(crate) fn from_mapping(m: &Mapping) -> Option<Self> {
+        let Some((protocol, SocketAddr::V4(addr))) = m.inet() else {
+            return None;
+        };
+        Some(Self {
+            prog: m.prog,
+            vers: m.vers,
+            prot: protocol.ipproto(),
+            port: addr.port().into(),
+        })
+    }
+
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         r.named("mapping", |r| {
             Ok(Self {

@@ -102,8 +102,9 @@ impl PortmapService {
         };
         let privileged = peer.port() < IPPORT_RESERVED;
         match self.policy {
-            RegistrationPolicy::LocalPrivileged if privileged => Ok(SUPERUSER),
-            RegistrationPolicy::Local if privileged => Ok(SUPERUSER),
+            RegistrationPolicy::LocalPrivileged | RegistrationPolicy::Local if privileged => {
+                Ok(SUPERUSER)
+            }
             RegistrationPolicy::Local => Ok(UNKNOWN_OWNER),
             RegistrationPolicy::LocalPrivileged | RegistrationPolicy::Never => refuse(),
         }
@@ -147,18 +148,9 @@ impl PortmapService {
                 w.write_u32(port.into());
             }
             pmapproc::DUMP => self.registry.with_mappings(|mappings| {
-                for m in mappings {
-                    let Some((protocol, SocketAddr::V4(addr))) = m.inet() else {
-                        continue;
-                    };
+                for mapping in mappings.iter().filter_map(PmapMapping::from_mapping) {
                     w.write_bool(true);
-                    PmapMapping {
-                        prog: m.prog,
-                        vers: m.vers,
-                        prot: protocol.ipproto(),
-                        port: addr.port().into(),
-                    }
-                    .encode(w);
+                    mapping.encode(w);
                 }
                 w.write_bool(false);
             }),
@@ -301,10 +293,7 @@ impl PortmapService {
                 Protocol::Udp => NC_TPI_CLTS,
             });
             w.write_string(if addr.is_ipv6() { b"inet6" } else { b"inet" });
-            w.write_string(match protocol {
-                Protocol::Tcp => b"tcp",
-                Protocol::Udp => b"udp",
-            });
+            w.write_string(protocol.netid(false).as_bytes());
         }
         w.write_bool(false);
     }

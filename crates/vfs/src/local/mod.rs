@@ -288,6 +288,15 @@ impl Node {
     }
 }
 
+/// `Ok` for a regular file; `IsDir` for a directory, `Inval` for anything else.
+fn check_regular(stat: &Stat) -> FsResult<()> {
+    match RawType::from_raw_mode(stat.st_mode) {
+        RawType::RegularFile => Ok(()),
+        RawType::Directory => Err(FsError::IsDir),
+        _ => Err(FsError::Inval),
+    }
+}
+
 /// The one place a system error becomes an [`FsError`].
 fn errno(e: Errno) -> FsError {
     FsError::from_errno(e.raw_os_error())
@@ -708,11 +717,7 @@ impl LocalFs {
                 &resolved
             }
         };
-        match RawType::from_raw_mode(node.stat.st_mode) {
-            RawType::RegularFile => {}
-            RawType::Directory => return Err(FsError::IsDir),
-            _ => return Err(FsError::Inval),
-        }
+        check_regular(&node.stat)?;
         let flags = if write { OFlags::RDWR } else { OFlags::RDONLY };
         let fd = self.reopen(node.fd.as_fd(), flags).map_err(errno)?;
         let file = Arc::new(OpenFile {
@@ -742,7 +747,7 @@ impl LocalFs {
                 Err(e) => return Err(errno(e)),
             }
         }
-        let bits = mode_bits(cred, stat.st_uid, stat.st_gid, stat.st_mode);
+        let bits = cred.mode_bits(stat.st_uid, stat.st_gid, stat.st_mode);
         let need = if want == libc::W_OK { 0o2 } else { 0o4 };
         if cred.uid == 0 || bits & need != 0 {
             Ok(())
@@ -770,18 +775,6 @@ impl LocalFs {
             AtFlags::empty(),
         )
         .map_err(errno)
-    }
-}
-
-/// The `rwx` bits (0..=7) that apply to `cred` for an object with this owner,
-/// group and mode.
-fn mode_bits(cred: &Cred, uid: u32, gid: u32, mode: u32) -> u32 {
-    if cred.uid == uid {
-        (mode >> 6) & 7
-    } else if cred.in_group(gid) {
-        (mode >> 3) & 7
-    } else {
-        mode & 7
     }
 }
 

@@ -11,7 +11,7 @@ use rustix::fs::{
 use rustix::io::{Errno, ReadWriteFlags};
 use rustix::path::{Arg, DecInt};
 
-use super::{errno, mode_bits, sys, LocalFs, Node, NodeFd, OpenFile};
+use super::{errno, sys, LocalFs, Node, NodeFd, OpenFile};
 use crate::names::{check_lookup_name, check_name};
 use crate::{
     access, Attr, BackendHandle, CookieVerifier, CreateHow, Created, Cred, DirEntry, FileType,
@@ -76,7 +76,7 @@ fn access_bits(cred: &Cred, attr: &Attr, read_only: bool) -> u32 {
     let bits = if cred.uid == 0 {
         7
     } else {
-        mode_bits(cred, attr.uid, attr.gid, attr.mode)
+        cred.mode_bits(attr.uid, attr.gid, attr.mode)
     };
     let (r, w, x) = (bits & 4 != 0, bits & 2 != 0, bits & 1 != 0);
     let mut out = 0;
@@ -106,7 +106,6 @@ fn access_bits(cred: &Cred, attr: &Attr, read_only: bool) -> u32 {
 
 impl LocalFs {
     /// Runs `op` on the directory `dir`, with the directory's wcc around it.
-    #[allow(clippy::result_large_err, reason = "the trait's own error shape")]
     fn in_dir<T>(
         &self,
         dir: &BackendHandle,
@@ -301,6 +300,26 @@ impl LocalFs {
         Ok((fh, self.attr(&stat)))
     }
 
+    /// REMOVE (`flags` empty) and RMDIR (`AtFlags::REMOVEDIR`).
+    fn unlink(
+        &self,
+        dir: &BackendHandle,
+        name: &[u8],
+        flags: AtFlags,
+    ) -> Result<Wcc, (FsError, Wcc)> {
+        self.check_writable().map_err(no_wcc)?;
+        check_name(name, FsError::Inval).map_err(no_wcc)?;
+        let ((), wcc) = self.in_dir(dir, |d| {
+            let victim = self.child_handle(d.fd.as_fd(), name);
+            rfs::unlinkat(&d.fd, name, flags).map_err(errno)?;
+            if let Some(fh) = victim {
+                self.forget_if_gone(&fh);
+            }
+            Ok(())
+        })?;
+        Ok(wcc)
+    }
+
     /// The handle `name` in `dir` has now, if any (to drop it from the caches
     /// when the name is removed or replaced). Does not follow symlinks.
     fn child_handle(&self, dir: BorrowedFd<'_>, name: &[u8]) -> Option<BackendHandle> {
@@ -339,11 +358,7 @@ impl LocalFs {
             return Ok((SyncFd::Cached(file), stat));
         }
         let node = self.resolve(fh)?;
-        match RawType::from_raw_mode(node.stat.st_mode) {
-            RawType::RegularFile => {}
-            RawType::Directory => return Err(FsError::IsDir),
-            _ => return Err(FsError::Inval),
-        }
+        super::check_regular(&node.stat)?;
         let fd = match self.reopen(node.fd.as_fd(), OFlags::RDONLY) {
             Err(Errno::ACCESS) => self.reopen(node.fd.as_fd(), OFlags::WRONLY),
             other => other,
@@ -711,31 +726,11 @@ impl Filesystem for LocalFs {
         dir: &BackendHandle,
         name: &[u8],
     ) -> Result<Wcc, (FsError, Wcc)> {
-        self.check_writable().map_err(no_wcc)?;
-        check_name(name, FsError::Inval).map_err(no_wcc)?;
-        let ((), wcc) = self.in_dir(dir, |d| {
-            let victim = self.child_handle(d.fd.as_fd(), name);
-            rfs::unlinkat(&d.fd, name, AtFlags::empty()).map_err(errno)?;
-            if let Some(fh) = victim {
-                self.forget_if_gone(&fh);
-            }
-            Ok(())
-        })?;
-        Ok(wcc)
+        self.unlink(dir, name, AtFlags::empty())
     }
 
     fn rmdir(&self, _cred: &Cred, dir: &BackendHandle, name: &[u8]) -> Result<Wcc, (FsError, Wcc)> {
-        self.check_writable().map_err(no_wcc)?;
-        check_name(name, FsError::Inval).map_err(no_wcc)?;
-        let ((), wcc) = self.in_dir(dir, |d| {
-            let victim = self.child_handle(d.fd.as_fd(), name);
-            rfs::unlinkat(&d.fd, name, AtFlags::REMOVEDIR).map_err(errno)?;
-            if let Some(fh) = victim {
-                self.forget_if_gone(&fh);
-            }
-            Ok(())
-        })?;
-        Ok(wcc)
+        self.unlink(dir, name, AtFlags::REMOVEDIR)
     }
 
     fn rename(

@@ -222,6 +222,24 @@ impl MemoryFs {
         self.wcc(&inode, state.wcc_attr(), &state)
     }
 
+    /// Runs `op` on the live object `fh` under its write lock; returns its result
+    /// with the object's wcc around it.
+    fn update<T>(
+        &self,
+        fh: &BackendHandle,
+        op: impl FnOnce(&Arc<Inode>, &mut State) -> FsResult<T>,
+    ) -> Result<(T, Wcc), (FsError, Wcc)> {
+        let inode = self.resolve(fh).map_err(|e| (e, Wcc::default()))?;
+        let mut g = live_write(&inode).map_err(|e| (e, Wcc::default()))?;
+        let before = g.wcc_attr();
+        let res = op(&inode, &mut g);
+        let wcc = self.wcc(&inode, before, &g);
+        match res {
+            Ok(value) => Ok((value, wcc)),
+            Err(e) => Err((e, wcc)),
+        }
+    }
+
     /// Marks `inode` dead after its last link went: frees its contents, its
     /// budget and its table slot (its handles are stale from now on).
     fn kill(&self, inode: &Inode, state: &mut State) {
@@ -237,10 +255,6 @@ impl MemoryFs {
     }
 
     /// CREATE, MKDIR, SYMLINK and MKNOD: checks, locks `dir`, adds the entry.
-    #[allow(
-        clippy::result_large_err,
-        reason = "the error shape of the Filesystem methods it implements"
-    )]
     fn add_node(
         &self,
         cred: &Cred,
@@ -249,19 +263,14 @@ impl MemoryFs {
         node: NewNode<'_>,
         on_exist: OnExist<'_>,
     ) -> Result<Created, (FsError, Wcc)> {
-        let d = self.resolve(dir).map_err(|e| (e, Wcc::default()))?;
-        let mut g = live_write(&d).map_err(|e| (e, Wcc::default()))?;
-        let before = g.wcc_attr();
-        let res = self.add_node_locked(cred, &d, &mut g, name, node, on_exist);
-        let dir_wcc = self.wcc(&d, before, &g);
-        match res {
-            Ok((handle, attr)) => Ok(Created {
-                handle,
-                attr,
-                dir_wcc,
-            }),
-            Err(e) => Err((e, dir_wcc)),
-        }
+        let ((handle, attr), dir_wcc) = self.update(dir, |d, g| {
+            self.add_node_locked(cred, d, g, name, node, on_exist)
+        })?;
+        Ok(Created {
+            handle,
+            attr,
+            dir_wcc,
+        })
     }
 
     fn add_node_locked(
@@ -531,10 +540,6 @@ impl MemoryFs {
     }
 
     /// REMOVE (`rmdir == false`) and RMDIR.
-    #[allow(
-        clippy::result_large_err,
-        reason = "the error shape of the Filesystem methods it implements"
-    )]
     fn unlink(
         &self,
         cred: &Cred,
@@ -542,12 +547,8 @@ impl MemoryFs {
         name: &[u8],
         rmdir: bool,
     ) -> Result<Wcc, (FsError, Wcc)> {
-        let d = self.resolve(dir).map_err(|e| (e, Wcc::default()))?;
-        let mut g = live_write(&d).map_err(|e| (e, Wcc::default()))?;
-        let before = g.wcc_attr();
-        let res = self.unlink_locked(cred, &mut g, name, rmdir);
-        let wcc = self.wcc(&d, before, &g);
-        res.map(|()| wcc).map_err(|e| (e, wcc))
+        let ((), wcc) = self.update(dir, |_, g| self.unlink_locked(cred, g, name, rmdir))?;
+        Ok(wcc)
     }
 
     fn unlink_locked(&self, cred: &Cred, g: &mut State, name: &[u8], rmdir: bool) -> FsResult<()> {
@@ -768,12 +769,10 @@ impl Filesystem for MemoryFs {
         set: &SetAttr,
         guard: Option<Time>,
     ) -> Result<Wcc, (FsError, Wcc)> {
-        let inode = self.resolve(fh).map_err(|e| (e, Wcc::default()))?;
-        let mut g = live_write(&inode).map_err(|e| (e, Wcc::default()))?;
-        let before = g.wcc_attr();
-        let res = self.setattr_locked(cred, &inode, &mut g, set, guard);
-        let wcc = self.wcc(&inode, before, &g);
-        res.map(|()| wcc).map_err(|e| (e, wcc))
+        let ((), wcc) = self.update(fh, |inode, g| {
+            self.setattr_locked(cred, inode, g, set, guard)
+        })?;
+        Ok(wcc)
     }
 
     fn lookup(
@@ -895,19 +894,12 @@ impl Filesystem for MemoryFs {
         data: &[u8],
         _stable: Stability,
     ) -> Result<WriteOk, (FsError, Wcc)> {
-        let inode = self.resolve(fh).map_err(|e| (e, Wcc::default()))?;
-        let mut g = live_write(&inode).map_err(|e| (e, Wcc::default()))?;
-        let before = g.wcc_attr();
-        let res = self.write_locked(cred, &mut g, offset, data);
-        let wcc = self.wcc(&inode, before, &g);
-        match res {
-            Ok(count) => Ok(WriteOk {
-                count,
-                committed: Stability::FileSync,
-                wcc,
-            }),
-            Err(e) => Err((e, wcc)),
-        }
+        let (count, wcc) = self.update(fh, |_, g| self.write_locked(cred, g, offset, data))?;
+        Ok(WriteOk {
+            count,
+            committed: Stability::FileSync,
+            wcc,
+        })
     }
 
     fn create(

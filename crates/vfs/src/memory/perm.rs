@@ -30,14 +30,7 @@ pub(super) fn permits(cred: &Cred, meta: &Meta, is_dir: bool, want: u32) -> bool
     if is_root(cred) {
         return want & X == 0 || is_dir || meta.mode & 0o111 != 0;
     }
-    let class = if cred.uid == meta.uid {
-        meta.mode >> 6
-    } else if cred.in_group(meta.gid) {
-        meta.mode >> 3
-    } else {
-        meta.mode
-    };
-    class & want & 7 == want
+    cred.mode_bits(meta.uid, meta.gid, meta.mode) & want == want
 }
 
 /// Whether `cred` may read or write a file's data: `permits`, or ownership.
