@@ -18,7 +18,7 @@
 //! baton either takes the role or, if its reply came meanwhile, passes the
 //! baton on ([`ReadRole::pass_on`]). A non-leading owner that sent a call
 //! asks the reader thread if the role is free ([`ReadRole::ensure_reader`];
-//! the same pairing with the releaser's scan of waiting slots). So whenever a
+//! the same pairing with the releaser's count of waiting calls). So whenever a
 //! call waits for a reply, someone reads or has been woken to.
 //!
 //! A broken stream is the reader thread's to repair: a release that finds
@@ -77,7 +77,7 @@ impl<S: ReadSide> ReadRole<S> {
     pub(crate) fn release(&self, mut guard: TryLockGuard<'_, S>, slots: &SlotTable) {
         let broken = guard.with(ReadSide::needs_reader);
         drop(guard);
-        // SeqCst fence: our release is visible before we scan for `WANT`s and
+        // SeqCst fence: our release is visible before we look for `WANT`s and
         // waiting slots; pairs with `try_lead` and `ensure_reader`.
         fence(Ordering::SeqCst);
         // A broken stream is the reader thread's; otherwise one willing

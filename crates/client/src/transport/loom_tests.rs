@@ -8,7 +8,8 @@
 //! replies arrive get both replies (a hand-off never strands a waiter, a
 //! reply arriving while the role changes hands is delivered); a call whose
 //! owner does not read is served by the reader thread after a blocking leader
-//! got its own reply and left.
+//! got its own reply and left; an owner that wants the role again while a
+//! releaser pops its stale want entry gets the role or the baton.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -307,5 +308,47 @@ fn loom_a_call_whose_owner_does_not_read_is_served_by_the_reader() {
         reader.join().unwrap();
         assert!(matches!(da, Delivery::Reply(v) if v == xa.to_be_bytes()));
         assert!(matches!(db, Delivery::Reply(v) if v == xb.to_be_bytes()));
+    });
+}
+
+#[test]
+fn loom_an_owner_wanting_again_while_its_stale_entry_is_popped_gets_the_baton_or_the_role() {
+    loom::model(|| {
+        let t = Arc::new(SlotTable::new(2, 0));
+        let role = Arc::new(ReadRole::new(ModelSide(Arc::new(Wire::default()))));
+        let (a, _) = begun(&t);
+        let (b, _) = begun(&t);
+        // A stale entry for A: it wanted, then took the role itself.
+        let slot_a = t.slot(a).unwrap();
+        slot_a.want_lead();
+        slot_a.clear_lead();
+        // B's owner wants too, so the releaser has two entries to go through.
+        t.slot(b).unwrap().want_lead();
+        let held = role.try_take().unwrap();
+        let owner = {
+            let (t, role) = (Arc::clone(&t), Arc::clone(&role));
+            thread::spawn(move || {
+                let slot = t.slot(a).unwrap();
+                // Some(true): A took the role itself (and released it).
+                match role.try_lead(slot) {
+                    Some(g) => {
+                        role.release(g, &t);
+                        true
+                    }
+                    None => false,
+                }
+            })
+        };
+        role.release(held, &t);
+        let led = owner.join().unwrap();
+        let baton_a = t.slot(a).unwrap().leave_lead();
+        let baton_b = t.slot(b).unwrap().leave_lead();
+        // Whoever released last handed the baton on to a wanting owner;
+        // if A did not lead, someone holds the baton (A or B), never nobody.
+        assert!(led || baton_a || baton_b, "A waits, nobody reads");
+        // Nobody wants now: the next hand-off finds no one and drops every
+        // stale entry.
+        assert!(!t.pass_baton(), "a baton for an owner that stopped wanting");
+        assert!(!t.has_want(), "stale entries are dropped");
     });
 }

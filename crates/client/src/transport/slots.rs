@@ -92,6 +92,31 @@ pub(crate) struct Slot {
     /// `LEAD_WANT` (a blocking owner asleep, willing to read) or `LEAD_BATON`
     /// (a releasing reader picked it: it must read or pass the baton on).
     lead: AtomicU32,
+    /// This slot's index in its table.
+    index: u32,
+    /// Next index + 1 on the want stack (0: none).
+    next_want: AtomicU32,
+    /// This slot has an entry on the want stack, or a releaser has popped
+    /// its entry and will still offer it the baton (see [`Shared`]).
+    listed: AtomicBool,
+    /// The table's counters and want stack.
+    shared: Arc<Shared>,
+}
+
+/// What the slots of one table update together, so the questions a releaser
+/// and the reader ask per call ("does a call wait?", "does an owner want to
+/// read, and which?") are answered in O(1), not by a walk over the slots.
+#[derive(Debug)]
+struct Shared {
+    /// Slots in `WAITING`.
+    waiting: AtomicU32,
+    /// Slots that may want the baton. Every `LEAD_WANT` slot has an entry
+    /// (or a releaser has popped it and still offers the baton); an entry
+    /// can be stale (its owner took the role itself, or left): the releaser
+    /// popping it finds out by the failed `WANT -> BATON` CAS and drops it.
+    /// `listed` keeps one entry per slot at most, so the stack is bounded
+    /// and each stale entry costs one pop.
+    wants: IndexStack,
 }
 
 const LEAD_NONE: u32 = 0;
@@ -109,7 +134,7 @@ const LEAD_BATON: u32 = 2;
 unsafe impl Sync for Slot {}
 
 impl Slot {
-    fn new(xid_before_first_use: u32) -> Self {
+    fn new(index: u32, xid_before_first_use: u32, shared: Arc<Shared>) -> Self {
         Self {
             state: AtomicU64::new(pack(xid_before_first_use, FREE)),
             next_free: AtomicU32::new(0),
@@ -117,18 +142,29 @@ impl Slot {
             waiter: Waiter::new(),
             deadline_ms: AtomicU64::new(u64::MAX),
             lead: AtomicU32::new(LEAD_NONE),
+            index,
+            next_want: AtomicU32::new(0),
+            listed: AtomicBool::new(false),
+            shared,
         }
     }
 
     /// Owner: announces that it will read the socket if the role is free.
     pub(crate) fn want_lead(&self) {
-        // SeqCst: the store half of the Dekker pair with a releasing reader's
-        // scan (`lead.rs`). Swaps rather than stores here: see
+        // SeqCst (both): the store half of the Dekker pair with a releasing
+        // reader (`lead.rs`): `WANT` and the stack entry are visible before
+        // the owner looks at the role. Swaps rather than stores: see
         // `ReadRole::wake_reader`.
         self.lead.swap(LEAD_WANT, Ordering::SeqCst);
+        // Already listed: the entry is on the stack, or its popper has yet
+        // to clear `listed` and then offers the baton, seeing our `WANT`.
+        if !self.listed.swap(true, Ordering::SeqCst) {
+            self.shared.wants.push(self.index, &self.next_want);
+        }
     }
 
     /// Owner: it took the read role; a baton handed to it meanwhile is spent.
+    /// Its stack entry, if any, goes stale.
     pub(crate) fn clear_lead(&self) {
         self.lead.swap(LEAD_NONE, Ordering::SeqCst);
     }
@@ -146,11 +182,6 @@ impl Slot {
             .is_ok()
     }
 
-    /// Whether the owner is asleep willing to read.
-    fn wants_lead(&self) -> bool {
-        self.lead.load(Ordering::SeqCst) == LEAD_WANT
-    }
-
     /// Owner: starts a new call in this slot and returns its XID.
     fn begin(&self, xid_step: u32) -> u32 {
         // Relaxed: the owner is the only writer while the slot is FREE.
@@ -159,7 +190,16 @@ impl Slot {
         // previous owner's take of the reply cell (chained through the free
         // stack), so its write cannot overlap that take.
         self.state.store(pack(xid, WAITING), Ordering::Release);
+        // SeqCst: the slot waits before its owner asks for a reader
+        // (`ReadRole::ensure_reader`'s Dekker pair with `release`).
+        self.shared.waiting.fetch_add(1, Ordering::SeqCst);
         xid
+    }
+
+    /// This call no longer waits (delivered or abandoned).
+    fn stop_waiting(&self) {
+        // SeqCst: read in the Dekker pair of `ReadRole::release`.
+        self.shared.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Deliverer (reader or shutdown): puts `d` in the slot if it still waits
@@ -178,6 +218,7 @@ impl Slot {
         {
             return false;
         }
+        self.stop_waiting();
         #[allow(unsafe_code)]
         self.reply.with_mut(|p| {
             // SAFETY: our CAS won WAITING -> DELIVERING, which only one thread
@@ -238,6 +279,7 @@ impl Slot {
             )
             .is_ok()
         {
+            self.stop_waiting();
             return None;
         }
         loop {
@@ -372,15 +414,14 @@ pub(crate) struct SlotTable {
     slot_bits: u32,
     /// Slots in circulation; grows by CAS up to `slots.len()`, never shrinks.
     allocated: AtomicU32,
-    /// Free stack head: `tag << 32 | (index + 1)`; index part 0 = empty. The
-    /// tag changes on every push and pop, so a CAS on a stale head fails (ABA).
-    free_head: AtomicU64,
+    /// Free slots.
+    free: IndexStack,
     /// `XPRT_CONGESTED`: tickets may be waiting. Set and cleared under the
     /// backlog mutex; read without it (module docs for the fence pairing).
     congested: AtomicBool,
     backlog: Mutex<Backlog>,
-    /// Where the next baton scan starts.
-    baton_cursor: AtomicU32,
+    /// Counters and the want stack, shared with the slots.
+    shared: Arc<Shared>,
 }
 
 impl SlotTable {
@@ -390,17 +431,24 @@ impl SlotTable {
         let capacity = capacity.clamp(1, MAX_SLOTS);
         let slot_bits = u32::BITS - (capacity - 1).leading_zeros();
         let step = 1u32 << slot_bits;
+        let shared = Arc::new(Shared {
+            waiting: AtomicU32::new(0),
+            wants: IndexStack::new(),
+        });
         let slots = (0..capacity)
-            .map(|i| Slot::new((seed << slot_bits | i).wrapping_sub(step)))
+            .map(|i| {
+                let xid = (seed << slot_bits | i).wrapping_sub(step);
+                Slot::new(i, xid, Arc::clone(&shared))
+            })
             .collect();
         let table = Self {
             slots,
             slot_bits,
             allocated: AtomicU32::new(0),
-            free_head: AtomicU64::new(0),
+            free: IndexStack::new(),
             congested: AtomicBool::new(false),
             backlog: Mutex::new(Backlog::default()),
-            baton_cursor: AtomicU32::new(0),
+            shared,
         };
         let pre = PREALLOCATED.min(capacity);
         for i in (0..pre).rev() {
@@ -580,15 +628,21 @@ impl SlotTable {
     }
 
     /// Hands the baton to one owner that wants to read and wakes it.
-    /// `false` if none wants to.
+    /// `false` if none wants to. O(1) amortised: each stale entry popped
+    /// here was pushed once. The pop is the load half of the Dekker pair
+    /// with `Slot::want_lead` (after the releaser's fence, `lead.rs`).
     pub(crate) fn pass_baton(&self) -> bool {
-        let n = self.allocated() as usize;
-        // Relaxed: only spreads the choice over the owners.
-        let from = self.baton_cursor.fetch_add(1, Ordering::Relaxed) as usize;
-        for k in 0..n {
-            let Some(s) = self.slots.get((from + k) % n) else {
+        while let Some(idx) = self
+            .shared
+            .wants
+            .pop(|i| self.slot(i).map(|s| &s.next_want))
+        {
+            let Some(s) = self.slot(idx) else {
                 continue;
             };
+            // SeqCst: before the CAS, so an owner that saw `listed` set (and
+            // did not push) has its `WANT` seen by the CAS below.
+            s.listed.store(false, Ordering::SeqCst);
             if s.offer_baton() {
                 s.waiter.wake();
                 return true;
@@ -597,14 +651,17 @@ impl SlotTable {
         false
     }
 
-    /// Whether some owner sleeps willing to read.
+    /// Whether some owner may sleep willing to read (a stale entry makes
+    /// this true once: the next `pass_baton` drops it).
     pub(crate) fn has_want(&self) -> bool {
-        self.circulating().any(Slot::wants_lead)
+        !self.shared.wants.is_empty()
     }
 
     /// Whether some call still waits for its reply.
     pub(crate) fn any_waiting(&self) -> bool {
-        self.circulating().any(|s| s.waiting_xid().is_some())
+        // SeqCst: the load half of the Dekker pair with `Slot::begin` +
+        // `ReadRole::ensure_reader`.
+        self.shared.waiting.load(Ordering::SeqCst) > 0
     }
 
     /// Fails every outstanding call with `error()`.
@@ -639,52 +696,12 @@ impl SlotTable {
     }
 
     fn pop_free(&self) -> Option<u32> {
-        // Acquire: see `next_free` written by the pusher, and the previous
-        // owner's writes to the slot.
-        let mut head = self.free_head.load(Ordering::Acquire);
-        loop {
-            // Truncation intended: the low 32 bits are index + 1.
-            let top = head as u32;
-            let idx = top.checked_sub(1)?;
-            let slot = self.slot(idx)?;
-            // Relaxed: ordered by the Acquire load of `head`; if the stack
-            // changed since, the tag makes the CAS fail and we reload.
-            let next = slot.next_free.load(Ordering::Relaxed);
-            let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(next);
-            // SeqCst (success): part of the Dekker pair with `congested`.
-            match self.free_head.compare_exchange_weak(
-                head,
-                new,
-                Ordering::SeqCst,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(idx),
-                Err(now) => head = now,
-            }
-        }
+        self.free.pop(|i| self.slot(i).map(|s| &s.next_free))
     }
 
     fn push_free(&self, idx: u32) {
-        let Some(slot) = self.slot(idx) else {
-            return;
-        };
-        // Relaxed: the CAS below publishes.
-        let mut head = self.free_head.load(Ordering::Relaxed);
-        loop {
-            // Truncation intended: the low 32 bits are index + 1.
-            slot.next_free.store(head as u32, Ordering::Relaxed);
-            let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(idx + 1);
-            // SeqCst (success): Release for the next popper, and the store
-            // half of the Dekker pair with `congested`.
-            match self.free_head.compare_exchange_weak(
-                head,
-                new,
-                Ordering::SeqCst,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(now) => head = now,
-            }
+        if let Some(slot) = self.slot(idx) {
+            self.free.push(idx, &slot.next_free);
         }
     }
 
@@ -692,12 +709,76 @@ impl SlotTable {
     #[cfg(all(test, not(loom)))]
     pub(crate) fn free_count(&self) -> usize {
         let mut n = 0;
-        let mut top = self.free_head.load(Ordering::Acquire) as u32;
+        let mut top = self.free.head.load(Ordering::Acquire) as u32;
         while let Some(idx) = top.checked_sub(1) {
             n += 1;
             top = self.slots[idx as usize].next_free.load(Ordering::Relaxed);
         }
         n
+    }
+}
+
+/// A lock-free stack of slot indices (a Treiber stack), linked through one
+/// `AtomicU32` per slot that the caller names (`next_free`, `next_want`).
+#[derive(Debug)]
+struct IndexStack {
+    /// `tag << 32 | (index + 1)`; index part 0 = empty. The tag changes on
+    /// every push and pop, so a CAS on a stale head fails (ABA).
+    head: AtomicU64,
+}
+
+impl IndexStack {
+    fn new() -> Self {
+        Self {
+            head: AtomicU64::new(0),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        // SeqCst: read by the reader thread after its own role changes.
+        self.head.load(Ordering::SeqCst) as u32 == 0
+    }
+
+    fn push(&self, idx: u32, next: &AtomicU32) {
+        // Relaxed: the CAS below publishes.
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            // Truncation intended: the low 32 bits are index + 1.
+            next.store(head as u32, Ordering::Relaxed);
+            let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(idx + 1);
+            // SeqCst (success): Release for the next popper, and the store
+            // half of the Dekker pairs (`congested` for the free stack, the
+            // read role for the want stack).
+            match self
+                .head
+                .compare_exchange_weak(head, new, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    fn pop<'a>(&self, next_of: impl Fn(u32) -> Option<&'a AtomicU32>) -> Option<u32> {
+        // Acquire: see the `next` written by the pusher, and the pusher's
+        // writes before its push.
+        let mut head = self.head.load(Ordering::Acquire);
+        loop {
+            // Truncation intended: the low 32 bits are index + 1.
+            let idx = (head as u32).checked_sub(1)?;
+            // Relaxed: ordered by the Acquire load of `head`; if the stack
+            // changed since, the tag makes the CAS fail and we reload.
+            let next = next_of(idx)?.load(Ordering::Relaxed);
+            let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(next);
+            // SeqCst (success): part of the Dekker pairs (see `push`).
+            match self
+                .head
+                .compare_exchange_weak(head, new, Ordering::SeqCst, Ordering::Acquire)
+            {
+                Ok(_) => return Some(idx),
+                Err(now) => head = now,
+            }
+        }
     }
 }
 
