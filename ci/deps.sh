@@ -30,6 +30,7 @@ declare -A probe=(
   [git]=/usr/bin/git
   [fuse3]=/usr/bin/fusermount3
   [fio]=/usr/bin/fio
+  [chromium]=/usr/bin/chromium
 )
 
 missing=()

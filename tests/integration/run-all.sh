@@ -12,7 +12,8 @@
 #                      --squash none --state-dir WORK/rnfs-state $RNFS_ARGS
 #                      (NFS and MOUNT on the same port; mount path = EXPORT, or $RNFS_MOUNT_PATH)
 #   --quick            smaller sizes (CI on 2 cores: whole run well under 10 minutes under TCG)
-#   --only LIST        comma-separated subset of: libnfs,client,smoke,integrity,bigdir,untar,restart
+#   --only LIST        comma-separated subset of: libnfs,client,smoke,integrity,bigdir,untar,reload,restart
+#                      (reload: rnfs only, SIGHUP reloads of --config under a live mount)
 #   --keep             keep the work dir (export, logs, server log) even when all passed
 # Env: RUNNER_ARGS (extra runner options, e.g. "--accel kvm"), RNFS_ARGS (extra
 #      `rnfs serve` options, e.g. "--backend memory"), LINUX_CLIENT_CACHE,
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; shift ;;
     --only) only=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "run-all: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -157,6 +158,45 @@ if want libnfs || want client || want smoke || want integrity || want bigdir || 
     for w in libnfs client smoke integrity bigdir untar; do want $w && record $w "FAIL (server)" 0; done
   fi
   stop_server
+fi
+if want reload && [ "$server" = rnfs ]; then
+  # rnfs with a config file; the guest asks the host (lc-ctl run NAME) to swap
+  # the file and SIGHUP the server, and checks its mount survives each reload.
+  second="$work/export2" conf="$work/rnfs.toml"
+  mkdir -p "$second"
+  export_table() { printf '\n[[export]]\npath = "%s"\naccess = "rw"\nsquash = "none"\n' "$1"; }
+  { printf '[server]\nstate_dir = "%s"\n' "$work/rnfs-state"; export_table "$export_dir"; } >"$work/conf.one"
+  { cat "$work/conf.one"; export_table "$second"; } >"$work/conf.two"
+  { cat "$work/conf.one"; echo '[[export]] path = '; } >"$work/conf.bad"
+  cp "$work/conf.one" "$conf"
+  plain_cmd=$server_cmd
+  server_cmd="exec $(rnfs_release_bin "$repo") serve --config $conf --listen 127.0.0.1:$port"
+  # hup VARIANT: install conf.VARIANT, SIGHUP, wait for the server to log the reload.
+  cat >"$work/hup.sh" <<HUP
+#!/usr/bin/env bash
+before=\$(grep -c SIGHUP "$logs/server.log")
+cp "$work/conf.\$1" "$conf" && kill -HUP \$(cat "$work/server.pid") || exit 1
+for _ in \$(seq 100); do
+  [ "\$(grep -c SIGHUP "$logs/server.log")" -gt "\$before" ] && exit 0
+  sleep 0.1
+done
+echo "the server logged no reload within 10 s" >&2; exit 1
+HUP
+  chmod +x "$work/hup.sh"
+  if start_server; then
+    echo "$server_pid" >"$work/server.pid"
+    guest reload 600 --env "RELOAD_SECOND=$second" \
+      --host-cmd "add=$work/hup.sh two" --host-cmd "bad=$work/hup.sh bad; rc=\$?; cp $work/conf.one $conf; exit \$rc" \
+      --host-cmd "remove=$work/hup.sh one" "$wl/reload.sh"
+    if [ "${results[-1]}" = PASS ] && [ "$(cat "$second/from-guest" 2>/dev/null)" != hello ]; then
+      echo "run-all: reload: the guest's write to the added export is not in $second"
+      results[-1]="FAIL (host check)"
+    fi
+  else
+    record reload "FAIL (server)" 0
+  fi
+  stop_server
+  server_cmd=$plain_cmd
 fi
 if want restart; then
   # The runner starts the server itself so that it can kill -9 and restart it.
