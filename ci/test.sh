@@ -9,6 +9,9 @@ step() { printf '\n==> %s\n' "$*"; }
 step "format"
 cargo fmt --all -- --check
 
+step "test dependencies (Debian packages: QEMU, libnfs, nfs-ganesha, chromium, ...)"
+ci/deps.sh
+
 step "clippy (all targets and features, warnings are errors)"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
@@ -24,7 +27,6 @@ step "loom models of the wake protocol"
 ci/loom.sh
 
 step "integration: the Linux kernel client (QEMU) and libnfs against rnfs"
-ci/deps.sh
 tests/integration/run-all.sh --server rnfs --quick
 tests/integration/plainmount.sh
 

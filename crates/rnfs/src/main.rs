@@ -12,11 +12,13 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+mod admin;
 mod backends;
 mod bench;
 mod cli;
 mod mount;
 mod serve;
+mod stats;
 
 const LONG_ABOUT: &str = "\
 rnfs is a userspace NFSv3 server and client.
@@ -33,6 +35,9 @@ compared under load.
 write-behind flow control; `rnfs ls`, `stat`, `cat`, `cp`, `mv`, `rm`, \
 `mkdir` and `df` work on nfs://host[:port]/export/path URLs directly, like \
 their coreutils namesakes. `rnfs bench` runs the benchmarks.
+
+`rnfs stats` shows a running server's figures and `rnfs admin` changes it (thread \
+count, exports, drain) through the server's admin socket.
 
 Logging goes to standard error; choose the level with --log or RUST_LOG.";
 
@@ -53,6 +58,12 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Mount an NFS export on a local directory (FUSE).
     Mount(mount::MountArgs),
+    /// Show a running server's statistics (like nfsstat; --watch like top).
+    #[command(long_about = stats::STATS_ABOUT, after_long_help = stats::STATS_EXAMPLES)]
+    Stats(stats::StatsArgs),
+    /// Change a running server: threads, exports, reload, drain.
+    #[command(long_about = admin::cli::ADMIN_ABOUT, after_long_help = admin::cli::ADMIN_EXAMPLES)]
+    Admin(admin::cli::AdminArgs),
     #[command(flatten)]
     Client(cli::ClientCommand),
 }
@@ -72,6 +83,8 @@ fn main() -> ExitCode {
             init_logging(None);
             mount::run(args).map_err(Failure::from)
         }
+        Command::Stats(args) => return stats::run(args),
+        Command::Admin(args) => return admin::cli::run(args),
         Command::Client(cmd) => return cli::run(cmd),
     };
     match result {

@@ -1,14 +1,15 @@
 //! `rnfs serve`: run the server until SIGINT or SIGTERM.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use nix::sys::signal::{SigSet, Signal};
 use rnfs_sched::{Config, Policy, PoolMode};
+use rnfs_server::metrics::{Metrics, MetricsConfig};
 use rnfs_server::nfs::exports::{Access, BackendKind, Squash, ANON_ID};
 use rnfs_server::nfs::{ConfigFile, ExportConfig, Exports, HandleKey};
 use rnfs_server::portmap::{
@@ -18,6 +19,9 @@ use rnfs_server::portmap::{
 use rnfs_server::services::{MOUNT_PROGRAM, NFS_PROGRAM};
 use rnfs_server::{Limits, Server, ServerConfig, NFS_PORT};
 
+use crate::admin::cli::default_socket_path;
+use crate::admin::control::Control;
+use crate::admin::socket::{AdminSocket, BoundSocket, SocketError};
 use crate::Failure;
 
 /// Listen port when not running as root, which cannot bind 2049.
@@ -29,8 +33,22 @@ const DEFAULT_MAX_THREADS: u32 = 64;
 
 pub(crate) const SERVE_ABOUT: &str = "\
 Serve EXPORT_DIR (or the exports of --config FILE) over NFSv3 and MOUNT v3 on TCP \
-until SIGINT or SIGTERM, then shut down cleanly (exit status 0). SIGHUP reloads \
---config FILE: exports that keep their id keep their clients and handles.
+until SIGINT or SIGTERM. SIGHUP reloads --config FILE: exports that keep their id \
+keep their clients and handles; each export added, removed or changed is logged \
+(`export reloaded`).
+
+Shutdown (SIGTERM or SIGINT): rnfs waits for a moment when no call is in flight \
+(calls being served finish and are answered), then stops accepting, closes its \
+connections and stops its threads; the writable local exports are flushed (syncfs, \
+so UNSTABLE writes no COMMIT covered reach the disk), and rnfs exits with status 0. \
+If that takes longer than --shutdown-timeout, rnfs logs a warning and exits with \
+status 0 anyway: the stop was asked for and done, and a \
+failure status would make systemd's Restart=on-failure start it again (keep \
+TimeoutStopSec above --shutdown-timeout). A flush that fails exits with status 1. \
+After a restart with the same --state-dir, clients' file handles stay valid.
+
+A running server is watched with `rnfs stats` and changed with `rnfs admin` \
+(threads, exports, reload, drain) through its admin socket (--admin-socket).
 
 Clients mount EXPORT_DIR by its absolute path (or --mount-path), on the same port \
 as NFS: `mount -t nfs -o vers=3,proto=tcp,port=P,mountport=P host:/srv/data /mnt`. \
@@ -176,6 +194,34 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..))]
     idle_timeout: u64,
+
+    /// The admin socket that `rnfs stats` and `rnfs admin` use (a Unix socket,
+    /// mode 0600, its directory created if missing), or `none`. A socket left by
+    /// a server that died is replaced; one a running server answers on is an
+    /// error. When the default is in use, the server runs without one (with a
+    /// warning). [default: /run/rnfs/admin.sock as root, else
+    /// $XDG_RUNTIME_DIR/rnfs/admin.sock, else admin.sock in the state directory]
+    #[arg(long, value_name = "PATH")]
+    admin_socket: Option<PathBuf>,
+
+    /// Serve Prometheus metrics at http://ADDR/metrics, a live dashboard at
+    /// http://ADDR/ and the statistics as JSON at http://ADDR/api/stats (for
+    /// example 127.0.0.1:9400). No authentication: keep it on a trusted address.
+    /// [default: off]
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<SocketAddr>,
+
+    /// Log a warning for every call that takes longer than this many
+    /// milliseconds from its record being read to its reply being sent.
+    /// [default: off]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    slow_call_ms: Option<u64>,
+
+    /// On SIGTERM or SIGINT, wait at most this many seconds for the calls in
+    /// flight and the flush of the exports before exiting anyway.
+    #[arg(long, value_name = "SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    shutdown_timeout: u64,
 
     /// Log filter: a level (error, warn, info, debug, trace) or tracing directives
     /// such as `rnfs_server=debug`. Overrides RUST_LOG. [default: info]
@@ -341,7 +387,7 @@ impl ServeArgs {
 }
 
 /// The default directory for the handle key.
-fn default_state_dir() -> PathBuf {
+pub(crate) fn default_state_dir() -> PathBuf {
     if nix::unistd::geteuid().is_root() {
         return PathBuf::from("/var/lib/rnfs");
     }
@@ -354,8 +400,32 @@ fn default_state_dir() -> PathBuf {
     }
 }
 
-/// Starts the server, waits for SIGINT or SIGTERM, shuts down. SIGHUP reloads the
-/// configuration file.
+/// The admin socket to serve, if any: `--admin-socket PATH` must work; the
+/// default is skipped with a warning when it cannot be used (another server
+/// holds it, or its directory cannot be created).
+fn bind_admin_socket(arg: Option<&Path>, state_dir: &Path) -> Result<Option<BoundSocket>, Failure> {
+    match arg {
+        Some(p) if p.as_os_str() == "none" => Ok(None),
+        Some(p) => Ok(Some(BoundSocket::bind(p).map_err(|e| anyhow::anyhow!(e))?)),
+        None => {
+            let path = default_socket_path(state_dir);
+            match BoundSocket::bind(&path) {
+                Ok(bound) => Ok(Some(bound)),
+                Err(e @ SocketError::InUse(_)) => {
+                    tracing::warn!("{e}: running without an admin socket (see --admin-socket)");
+                    Ok(None)
+                }
+                Err(e) => {
+                    tracing::warn!("running without an admin socket: {e}");
+                    Ok(None)
+                }
+            }
+        }
+    }
+}
+
+/// Starts the server, waits for SIGINT or SIGTERM, shuts down gracefully.
+/// SIGHUP reloads the configuration file.
 pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     let mut config = args.server_config()?;
     crate::raise_fd_limit();
@@ -370,8 +440,17 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
         Exports::new(&export_configs, Box::new(crate::backends::open))
             .map_err(|e| anyhow::anyhow!(e))?,
     );
-    let dispatcher = rnfs_server::nfs::dispatcher(Arc::clone(&exports), key)
-        .context("cannot register the NFS services")?;
+    // Before any port is opened: a second server on the same socket stops here.
+    let admin_socket = bind_admin_socket(args.admin_socket.as_deref(), &state_dir)?;
+    let mut metrics_config = MetricsConfig::default();
+    metrics_config.slow_call = args.slow_call_ms.map(Duration::from_millis);
+    let metrics = Arc::new(Metrics::new(metrics_config));
+    let dispatcher = rnfs_server::nfs::dispatcher_with_metrics(
+        Arc::clone(&exports),
+        key,
+        Some(Arc::clone(&metrics)),
+    )
+    .context("cannot register the NFS services")?;
 
     // Block the signals before any thread starts: every thread inherits the mask,
     // so they stay pending until `wait` below takes them (no handler, no unsafe).
@@ -385,6 +464,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
 
     config.sched.name = "rnfs-svc".into();
     config.drc = Some(rnfs_server::nfs::drc_config());
+    config.metrics = Some(metrics);
     let mut dispatcher = dispatcher;
     let nfs_listen = config.listen.clone();
     let mappings: Vec<Mapping> = [
@@ -451,29 +531,120 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
         tracing::info!("not running as root: every call runs as this process's user");
     }
 
+    let control = Arc::new(Control::new(server, exports, args.config.clone()));
+    let admin_socket: Option<AdminSocket> = match admin_socket {
+        Some(bound) => {
+            let path = bound.path().to_owned();
+            let handler = Arc::clone(&control);
+            let socket = bound
+                .serve(Arc::new(move |request| handler.handle(request)))
+                .map_err(|e| anyhow::anyhow!(e))?;
+            tracing::info!("admin socket {}", path.display());
+            Some(socket)
+        }
+        None => None,
+    };
+    let metrics_http = match args.metrics {
+        Some(addr) => {
+            let source = Arc::clone(&control);
+            let http = rnfs_metrics::MetricsServer::start(
+                addr,
+                Arc::new(move || source.stats().unwrap_or_default()),
+            )
+            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+            Some(http)
+        }
+        None => None,
+    };
+
     loop {
         let signal = signals.wait().context("waiting for a signal failed")?;
         if signal != Signal::SIGHUP {
             tracing::info!("{signal}: shutting down");
             break;
         }
-        let Some(path) = &args.config else {
+        if args.config.is_none() {
             tracing::info!("SIGHUP: no --config file, nothing to reload");
             continue;
-        };
-        match ConfigFile::load(path)
-            .and_then(|file| exports.reload(&file.exports).map(|()| file.exports.len()))
-        {
-            Ok(n) => tracing::info!("SIGHUP: reloaded {} ({n} exports)", path.display()),
-            Err(e) => tracing::error!("SIGHUP: keeping the old exports: {e}"),
+        }
+        match control.reload() {
+            Ok(r) => tracing::info!("SIGHUP: reloaded {} ({} exports)", r.config, r.exports),
+            Err(e) => tracing::error!("SIGHUP: {e}"),
         }
     }
+    let flushed = shutdown(&control, Duration::from_secs(args.shutdown_timeout));
     if args.register {
         if let Err(e) = unregister_from_rpcbind(RpcbindEndpoint::system(), &mappings) {
             tracing::warn!("cannot unregister from rpcbind: {e}");
         }
     }
-    server.shutdown();
-    tracing::info!("stopped");
-    Ok(())
+    if let Some(socket) = admin_socket {
+        socket.shutdown();
+    }
+    if let Some(http) = metrics_http {
+        http.shutdown();
+    }
+    match flushed {
+        Ok(()) => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+        Err(e) => Err(Failure::Runtime(anyhow::anyhow!(e))),
+    }
+}
+
+/// Graceful shutdown: drain (calls in flight finish), stop, flush. Runs on a
+/// thread of its own so that a call that never finishes cannot hold the exit
+/// past `timeout`; past it, logs a warning and returns `Ok` (see SERVE_ABOUT).
+/// Only a failed flush is an error.
+fn shutdown(control: &Arc<Control>, timeout: Duration) -> Result<(), String> {
+    let start = Instant::now();
+    let (done_tx, done_rx) = mpsc::channel();
+    let worker = Arc::clone(control);
+    let spawned = std::thread::Builder::new()
+        .name("rnfs-shutdown".into())
+        .spawn(move || {
+            let drained = worker.drain(timeout);
+            let flushed = worker.flush();
+            let _ = done_tx.send((drained, flushed));
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start the shutdown thread ({e}); stopping at once");
+        control.drain(Duration::ZERO);
+        return control.flush().map(|_| ());
+    }
+    match done_rx.recv_timeout(timeout + Duration::from_millis(500)) {
+        Ok((drained, flushed)) => {
+            if drained.remaining > 0 {
+                tracing::warn!(
+                    "--shutdown-timeout ({}s) passed with {} call(s) still in flight; they were \
+                     cut off",
+                    timeout.as_secs(),
+                    drained.remaining
+                );
+            }
+            match flushed {
+                Ok(n) => {
+                    tracing::info!(
+                        "shut down in {:.3}s ({} in flight at SIGTERM, {n} file system(s) flushed)",
+                        start.elapsed().as_secs_f64(),
+                        drained.in_flight
+                    );
+                    Ok(())
+                }
+                Err(e) => {
+                    tracing::error!("{e}");
+                    Err(e)
+                }
+            }
+        }
+        Err(_) => {
+            tracing::warn!(
+                "shutdown did not finish within --shutdown-timeout ({}s): exiting with calls \
+                 or the flush still running",
+                timeout.as_secs()
+            );
+            Ok(())
+        }
+    }
 }

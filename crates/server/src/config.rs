@@ -1,6 +1,9 @@
 //! Server configuration: listen addresses, scheduler settings and resource limits.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use crate::metrics::Metrics;
 
 /// The NFS port. Binding it needs root (or `CAP_NET_BIND_SERVICE`).
 pub const NFS_PORT: u16 = 2049;
@@ -82,6 +85,12 @@ pub struct ServerConfig {
     pub send_buffer_size: Option<usize>,
     /// Duplicate request cache for the calls it selects; `None`: no cache.
     pub drc: Option<DrcConfig>,
+    /// Call statistics: every call is counted here (see [`crate::metrics`]); give
+    /// the same value to [`dispatcher_with_metrics`](crate::nfs::dispatcher_with_metrics).
+    /// `None`: nothing is counted per call, and
+    /// [`Server::stats_snapshot`](crate::Server::stats_snapshot) has transport and
+    /// scheduler figures only.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 /// Which calls go through the duplicate request cache, and its size.
@@ -104,6 +113,7 @@ impl ServerConfig {
             limits: Limits::default(),
             send_buffer_size: None,
             drc: None,
+            metrics: None,
         }
     }
 }

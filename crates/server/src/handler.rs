@@ -3,12 +3,14 @@
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use rnfs_rpc::{DispatchOutcome, Dispatcher};
 use rnfs_sched::{Claim, Enqueuer, Handler, Task};
 
 use crate::config::DrcConfig;
 use crate::drc::{DrcBegin, DrcKey, DrcStats, DuplicateRequestCache};
+use crate::metrics::{note, CallIds, Metrics, ShardHandle};
 use crate::transport::{Connection, ReadOutcome};
 
 /// Initial capacity of each thread's reply buffer.
@@ -21,12 +23,15 @@ pub struct ServerHandler {
     dispatcher: Arc<Dispatcher>,
     max_in_flight: u32,
     drc: Option<(DuplicateRequestCache, DrcConfig)>,
+    metrics: Option<Arc<Metrics>>,
 }
 
-/// Per-service-thread state: a reply buffer reused across calls.
+/// Per-service-thread state: a reply buffer reused across calls, and the
+/// thread's statistics shard when the server has [`Metrics`].
 #[derive(Debug)]
 pub struct ThreadState {
     reply: Vec<u8>,
+    shard: Option<ShardHandle>,
 }
 
 impl ServerHandler {
@@ -34,12 +39,19 @@ impl ServerHandler {
         dispatcher: Arc<Dispatcher>,
         max_in_flight: u32,
         drc: Option<DrcConfig>,
+        metrics: Option<Arc<Metrics>>,
     ) -> Self {
         ServerHandler {
             dispatcher,
             max_in_flight,
             drc: drc.map(|c| (DuplicateRequestCache::new(c.limits), c)),
+            metrics,
         }
+    }
+
+    /// The statistics calls are counted in, if any.
+    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
+        self.metrics.as_ref()
     }
 
     /// The duplicate request cache's counters, if there is one.
@@ -73,12 +85,15 @@ impl ServerHandler {
         &self.dispatcher
     }
 
+    /// Dispatches `record`, read at `read_at` (taken only with metrics), and
+    /// sends the reply.
     fn process(
         &self,
         enq: &Enqueuer<Connection>,
         task: &Arc<Task<Connection>>,
         record: &[u8],
         state: &mut ThreadState,
+        read_at: Option<Instant>,
     ) {
         state.reply.clear();
         let outcome = match self.drc_key(record, task.peer()) {
@@ -111,6 +126,14 @@ impl ServerHandler {
                 }
             },
         };
+        let ids = match outcome {
+            DispatchOutcome::Replied {
+                prog, vers, proc_, ..
+            } => Some(CallIds { prog, vers, proc_ }),
+            _ => None,
+        };
+        // Taken on every path, so it never leaks into the thread's next call.
+        let note = self.metrics.as_ref().map(|_| note::take());
         match outcome {
             DispatchOutcome::Dropped(reason) => {
                 tracing::warn!(peer = %task.peer(), "closing connection: undecodable RPC message ({reason})");
@@ -123,7 +146,22 @@ impl ServerHandler {
             // `Replied`, and any future outcome: send whatever reply was written.
             _ if state.reply.is_empty() => complete(enq, task, 1),
             _ => match task.send_reply(&state.reply) {
-                Ok(done) => complete(enq, task, done),
+                Ok(done) => {
+                    if let (Some(metrics), Some(shard), Some(ids), Some(read_at), Some(note)) =
+                        (&self.metrics, &state.shard, ids, read_at, note)
+                    {
+                        metrics.record(
+                            shard,
+                            task.client(),
+                            ids,
+                            &note,
+                            &state.reply,
+                            read_at.elapsed(),
+                            task.peer(),
+                        );
+                    }
+                    complete(enq, task, done);
+                }
                 Err(e) => {
                     tracing::debug!(peer = %task.peer(), "cannot send reply, closing: {e}");
                     complete(enq, task, 1);
@@ -141,6 +179,7 @@ impl Handler for ServerHandler {
     fn thread_state(&self, _pool: usize) -> ThreadState {
         ThreadState {
             reply: Vec::with_capacity(REPLY_BUFFER),
+            shard: self.metrics.as_ref().map(|m| m.register_thread()),
         }
     }
 
@@ -161,11 +200,12 @@ impl Handler for ServerHandler {
         }
         match task.read_record() {
             ReadOutcome::Record { record, more } => {
+                let read_at = self.metrics.as_ref().map(|_| Instant::now());
                 task.begin_call();
                 // Hand the connection back before processing, so another thread can
                 // read the next pipelined call meanwhile.
                 claim.release(more);
-                self.process(enq, &task, &record, state);
+                self.process(enq, &task, &record, state, read_at);
             }
             // Nothing complete yet; a partial record stays in the decoder.
             ReadOutcome::Pending => {}

@@ -5,6 +5,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use rnfs_rpc::Dispatcher;
 use rnfs_sched::Scheduler;
@@ -12,6 +13,7 @@ use rnfs_sched::Scheduler;
 use crate::config::ServerConfig;
 use crate::error::ServerError;
 use crate::handler::ServerHandler;
+use crate::metrics::{DrcSnapshot, SchedSnapshot, StatsSnapshot, TransportSnapshot};
 use crate::services;
 use crate::stats::{Counters, ServerStats};
 use crate::transport::{bind_listener, spawn_acceptor, spawn_poller, AcceptorHandle, PollerHandle};
@@ -25,6 +27,7 @@ pub struct Server {
     pollers: Vec<Arc<PollerHandle>>,
     poller_threads: Vec<JoinHandle<()>>,
     stopped: bool,
+    started: Instant,
 }
 
 impl Server {
@@ -63,8 +66,12 @@ impl Server {
             })
             .collect::<Result<Vec<_>, _>>()?;
 
-        let handler =
-            ServerHandler::new(dispatcher, config.limits.max_in_flight_per_conn, config.drc);
+        let handler = ServerHandler::new(
+            dispatcher,
+            config.limits.max_in_flight_per_conn,
+            config.drc,
+            config.metrics.clone(),
+        );
         let sched = Scheduler::start(config.sched.clone(), handler)?;
 
         let mut server = Server {
@@ -75,6 +82,7 @@ impl Server {
             pollers: Vec::new(),
             poller_threads: Vec::new(),
             stopped: false,
+            started: Instant::now(),
         };
         // On error from here on, dropping `server` stops what was started.
         for pool in 0..server.sched.pools().max(1) {
@@ -82,6 +90,7 @@ impl Server {
                 pool,
                 server.sched.enqueuer().clone(),
                 config.limits.max_record_size,
+                config.metrics.clone(),
             )?;
             server.pollers.push(handle);
             server.poller_threads.push(thread);
@@ -110,6 +119,26 @@ impl Server {
     /// Transport counters.
     pub fn stats(&self) -> ServerStats {
         self.counters.snapshot()
+    }
+
+    /// Everything the server counts, as one serialisable value: uptime, version,
+    /// transport, scheduler and duplicate request cache figures, and, when
+    /// [`ServerConfig::metrics`] is set, the call figures (procedures, bytes,
+    /// clients, exports). Takes a few locks briefly; meant for once a second or
+    /// so, not per call.
+    pub fn stats_snapshot(&self) -> StatsSnapshot {
+        let handler = self.sched.handler();
+        let mut s = match handler.metrics() {
+            Some(m) => m.snapshot(),
+            None => StatsSnapshot::default(),
+        };
+        // Whole microseconds: a short decimal, parsed back exactly from JSON.
+        s.uptime_secs = self.started.elapsed().as_micros() as f64 / 1e6;
+        s.version = env!("CARGO_PKG_VERSION").to_owned();
+        s.transport = TransportSnapshot::from(&self.counters.snapshot());
+        s.sched = SchedSnapshot::new(&self.sched.stats(), self.sched.config());
+        s.drc = handler.drc_stats().as_ref().map(DrcSnapshot::from);
+        s
     }
 
     /// Stops accepting, closes every connection, and stops the service threads.

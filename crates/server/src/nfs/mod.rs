@@ -12,8 +12,11 @@ use std::sync::Arc;
 
 use rnfs_rpc::{Dispatcher, RegisterError};
 
+use crate::metrics::Metrics;
+
 pub use exports::{ConfigError, ConfigFile, ExportConfig, Exports};
 pub use handles::HandleKey;
+pub(crate) use mount::MountList;
 pub use mount::MountService;
 pub use nfs3::{NfsService, DIR_PREF, MAX_IO};
 
@@ -34,8 +37,33 @@ pub fn drc_config() -> crate::DrcConfig {
 /// not registered: Linux clients ask for it at mount time, get PROG_UNAVAIL and
 /// carry on without ACLs.
 pub fn dispatcher(exports: Arc<Exports>, key: HandleKey) -> Result<Dispatcher, RegisterError> {
+    dispatcher_with_metrics(exports, key, None)
+}
+
+/// [`dispatcher`], feeding `metrics` (give the same [`Metrics`] to
+/// [`ServerConfig::metrics`](crate::ServerConfig::metrics)): the NFS service notes
+/// each call's export and READ/WRITE bytes, the MOUNT service keeps its mount list
+/// in `metrics` (per-client mounts), and `metrics` lists `exports` in snapshots.
+pub fn dispatcher_with_metrics(
+    exports: Arc<Exports>,
+    key: HandleKey,
+    metrics: Option<Arc<Metrics>>,
+) -> Result<Dispatcher, RegisterError> {
     let mut d = Dispatcher::new();
-    d.register(Arc::new(NfsService::new(Arc::clone(&exports), key.clone())))?;
-    d.register(Arc::new(MountService::new(exports, key)))?;
+    let (nfs, mount) = match &metrics {
+        None => (
+            NfsService::new(Arc::clone(&exports), key.clone()),
+            MountService::new(exports, key),
+        ),
+        Some(m) => {
+            m.set_exports(Arc::clone(&exports));
+            (
+                NfsService::with_metrics(Arc::clone(&exports), key.clone()),
+                MountService::with_mount_list(exports, key, m.mount_list()),
+            )
+        }
+    };
+    d.register(Arc::new(nfs))?;
+    d.register(Arc::new(mount))?;
     Ok(d)
 }

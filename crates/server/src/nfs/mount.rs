@@ -27,35 +27,96 @@ const AUTH_SYS: u32 = 1;
 /// Most (host, path) pairs remembered for DUMP.
 const MAX_MOUNT_LIST: usize = 4096;
 
+/// The mount list: (client address, mount path) pairs, for DUMP and for the
+/// per-client rows of [`StatsSnapshot`](crate::metrics::StatsSnapshot).
+/// Bounded: at most [`MAX_MOUNT_LIST`] pairs are kept.
+#[derive(Debug, Default)]
+pub(crate) struct MountList {
+    set: Mutex<BTreeSet<(String, String)>>,
+}
+
+impl MountList {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<(String, String)>> {
+        // The set stays consistent even if a holder panicked.
+        self.set
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Adds `host` mounting `path` (unless the list is full).
+    pub(crate) fn insert(&self, host: &str, path: &str) {
+        let mut set = self.lock();
+        if set.len() < MAX_MOUNT_LIST {
+            set.insert((host.to_owned(), path.to_owned()));
+        }
+    }
+
+    /// Removes `host`'s mount of `path`; whether it was listed.
+    pub(crate) fn remove(&self, host: &str, path: &str) -> bool {
+        self.lock().remove(&(host.to_owned(), path.to_owned()))
+    }
+
+    /// Removes every mount of `host`; returns their paths.
+    pub(crate) fn remove_host(&self, host: &str) -> Vec<String> {
+        let mut removed = Vec::new();
+        self.lock().retain(|(h, p)| {
+            let keep = h != host;
+            if !keep {
+                removed.push(p.clone());
+            }
+            keep
+        });
+        removed
+    }
+
+    /// Every (host, path) pair, sorted.
+    pub(crate) fn entries(&self) -> Vec<(String, String)> {
+        self.lock().iter().cloned().collect()
+    }
+
+    /// The hosts with at least one mount.
+    pub(crate) fn hosts(&self) -> std::collections::HashSet<String> {
+        self.lock().iter().map(|(h, _)| h.clone()).collect()
+    }
+}
+
 /// The MOUNT service.
 #[derive(Debug)]
 pub struct MountService {
     exports: Arc<Exports>,
     key: HandleKey,
-    /// (client address, mount path), for DUMP.
-    mounts: Mutex<BTreeSet<(String, String)>>,
+    mounts: Arc<MountList>,
 }
 
 impl MountService {
     /// A MOUNT service for `exports`, sealing root handles with `key`.
     pub fn new(exports: Arc<Exports>, key: HandleKey) -> Self {
+        Self::with_mount_list(exports, key, Arc::default())
+    }
+
+    /// A MOUNT service keeping its mount list in `mounts` (shared with the
+    /// server's metrics).
+    pub(crate) fn with_mount_list(
+        exports: Arc<Exports>,
+        key: HandleKey,
+        mounts: Arc<MountList>,
+    ) -> Self {
         Self {
             exports,
             key,
-            mounts: Mutex::new(BTreeSet::new()),
+            mounts,
         }
-    }
-
-    fn mounts(&self) -> std::sync::MutexGuard<'_, BTreeSet<(String, String)>> {
-        // The set stays consistent even if a holder panicked.
-        self.mounts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn host(ctx: &CallContext<'_>) -> String {
         ctx.peer
             .map_or_else(|| "unknown".to_owned(), |p| p.ip().to_string())
+    }
+
+    /// The caller's address and port, for logs.
+    fn peer(ctx: &CallContext<'_>) -> String {
+        ctx.peer
+            .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
     }
 
     fn mnt(&self, ctx: &CallContext<'_>, a: MntArgs<'_>) -> Mountres3 {
@@ -70,11 +131,9 @@ impl MountService {
             return Mountres3::Fail(Mountstat3::Acces);
         }
         let fhandle = self.key.seal(export.id, &export.fs.root());
-        let mut mounts = self.mounts();
-        if mounts.len() < MAX_MOUNT_LIST {
-            mounts.insert((Self::host(ctx), export.mount_path.clone()));
-        }
-        tracing::info!(peer = ?ctx.peer, "MNT {}", export.mount_path);
+        let host = Self::host(ctx);
+        self.mounts.insert(&host, &export.mount_path);
+        tracing::info!(peer = %Self::peer(ctx), export = %export.mount_path, "client mounted");
         Mountres3::Ok(Mountres3Ok {
             fhandle,
             auth_flavors: vec![AUTH_SYS],
@@ -107,7 +166,7 @@ impl Service for MountService {
             MountProc3::Mnt if ctx.vers != 3 => return Err(ServiceError::ProcUnavail),
             MountProc3::Mnt => self.mnt(ctx, MntArgs::decode(args)?).encode(reply),
             MountProc3::Dump => {
-                let mounts = self.mounts();
+                let mounts = self.mounts.entries();
                 DumpRes {
                     mounts: mounts
                         .iter()
@@ -122,12 +181,17 @@ impl Service for MountService {
             MountProc3::Umnt => {
                 let a = UmntArgs::decode(args)?;
                 let path = String::from_utf8_lossy(a.dirpath);
-                let path = normalize_mount_path(&path).to_owned();
-                self.mounts().remove(&(Self::host(ctx), path));
+                let path = normalize_mount_path(&path);
+                let host = Self::host(ctx);
+                if self.mounts.remove(&host, path) {
+                    tracing::info!(peer = %Self::peer(ctx), export = %path, "client unmounted");
+                }
             }
             MountProc3::Umntall => {
                 let host = Self::host(ctx);
-                self.mounts().retain(|(h, _)| *h != host);
+                for path in self.mounts.remove_host(&host) {
+                    tracing::info!(peer = %Self::peer(ctx), export = %path, "client unmounted");
+                }
             }
             MountProc3::Export => {
                 let table = self.exports.load();

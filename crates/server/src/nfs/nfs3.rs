@@ -28,6 +28,7 @@ use rnfs_xdr::{Decode, Encode, Reader, Writer};
 use super::convert::{self, fattr, post_op, sattr, status, wcc};
 use super::exports::{Export, Exports};
 use super::handles::HandleKey;
+use crate::metrics::note;
 
 /// Largest READ, WRITE and READDIR payload (FSINFO rtmax/wtmax): 1 MiB, what the
 /// Linux client uses by default when the server allows it.
@@ -54,6 +55,9 @@ pub struct NfsService {
     key: HandleKey,
     /// Switch each service thread's fsuid/fsgid/groups to the caller's.
     switch_identity: bool,
+    /// Note each call's export and READ/WRITE bytes for the metrics
+    /// (see [`crate::metrics`]'s side channel).
+    notes: bool,
 }
 
 /// A checked handle: its export, the backend's handle and the caller's identity.
@@ -71,6 +75,17 @@ impl NfsService {
             exports,
             key,
             switch_identity: identity::can_switch(),
+            notes: false,
+        }
+    }
+
+    /// [`NfsService::new`], also noting each call's export and READ/WRITE byte
+    /// counts for the server's [`Metrics`](crate::metrics::Metrics) (a few
+    /// thread-local stores per call).
+    pub fn with_metrics(exports: Arc<Exports>, key: HandleKey) -> Self {
+        Self {
+            notes: true,
+            ..Self::new(exports, key)
         }
     }
 
@@ -85,6 +100,9 @@ impl NfsService {
             .get(id)
             .cloned()
             .ok_or(Nfsstat3::Stale)?;
+        if self.notes {
+            note::export(export.id);
+        }
         if let Err(refusal) = export.options.check(ctx.peer) {
             tracing::warn!(
                 peer = ?ctx.peer,
@@ -414,12 +432,18 @@ impl NfsService {
             buf.clear();
             let count = a.count.min(MAX_IO);
             let res = match o.export.fs.read(&o.cred, &o.fh, a.offset, count, &mut buf) {
-                Ok(ok) => ReadRes::Ok(ReadResOk {
-                    file_attributes: post_op(ok.attr.as_ref()),
-                    count: ok.count,
-                    eof: ok.eof,
-                    data: &buf[..(ok.count as usize).min(buf.len())],
-                }),
+                Ok(ok) => {
+                    let data = &buf[..(ok.count as usize).min(buf.len())];
+                    if self.notes {
+                        note::read(data.len() as u32);
+                    }
+                    ReadRes::Ok(ReadResOk {
+                        file_attributes: post_op(ok.attr.as_ref()),
+                        count: ok.count,
+                        eof: ok.eof,
+                        data,
+                    })
+                }
                 Err(e) => ReadRes::Fail {
                     status: status(e),
                     file_attributes: None,
@@ -451,12 +475,17 @@ impl NfsService {
                 .map_err(fail_wcc)
         });
         match r {
-            Ok((ok, verf)) => WriteRes::Ok(WriteResOk {
-                file_wcc: wcc(&ok.wcc),
-                count: ok.count,
-                committed: convert::stable_how(ok.committed),
-                verf,
-            }),
+            Ok((ok, verf)) => {
+                if self.notes {
+                    note::written(ok.count);
+                }
+                WriteRes::Ok(WriteResOk {
+                    file_wcc: wcc(&ok.wcc),
+                    count: ok.count,
+                    committed: convert::stable_how(ok.committed),
+                    verf,
+                })
+            }
             Err((status, file_wcc)) => WriteRes::Fail { status, file_wcc },
         }
     }

@@ -11,6 +11,7 @@ use mio::net::TcpStream;
 use rnfs_rpc::{RecordDecoder, RecordError};
 
 use super::poller::PollerHandle;
+use crate::metrics::{ClientConn, ConnCounters};
 use crate::stats::Counters;
 
 /// An output buffer that has grown past this is freed once it drains, so a
@@ -51,6 +52,8 @@ pub struct Connection {
     /// Set once by the first [`Connection::teardown`], so teardown runs once.
     torn_down: AtomicBool,
     slot: ConnSlot,
+    /// Per-client statistics, when the server has metrics.
+    client: Option<ClientConn>,
 }
 
 /// Counts one connection against `max_connections` from accept until drop.
@@ -119,6 +122,7 @@ impl Connection {
         poller: Arc<PollerHandle>,
         max_record_size: usize,
         slot: ConnSlot,
+        client: Option<ClientConn>,
     ) -> Self {
         Connection {
             id,
@@ -135,6 +139,7 @@ impl Connection {
             throttled: AtomicBool::new(false),
             torn_down: AtomicBool::new(false),
             slot,
+            client,
         }
     }
 
@@ -155,6 +160,11 @@ impl Connection {
 
     pub(crate) fn counters(&self) -> &Counters {
         &self.slot.0
+    }
+
+    /// This connection's per-client counters, when the server has metrics.
+    pub(crate) fn client(&self) -> Option<&ConnCounters> {
+        self.client.as_ref().map(ClientConn::counters)
     }
 
     // ---- read side: task owner only ----

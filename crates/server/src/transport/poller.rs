@@ -19,6 +19,7 @@ use rnfs_sched::{Enqueuer, Task};
 use super::conn::{ConnSlot, Connection};
 use crate::error::ServerError;
 use crate::handler::{close, complete};
+use crate::metrics::Metrics;
 
 /// The poller's own waker; connection tokens are connection ids, which start at 0
 /// and never reach this.
@@ -97,6 +98,7 @@ struct Poller {
     sched: Enqueuer<Connection>,
     max_record_size: usize,
     conns: HashMap<u64, Arc<Task<Connection>>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// Starts poller `index`, whose connections are scheduled on pool `index`.
@@ -104,6 +106,7 @@ pub(crate) fn spawn_poller(
     index: usize,
     sched: Enqueuer<Connection>,
     max_record_size: usize,
+    metrics: Option<Arc<Metrics>>,
 ) -> Result<(Arc<PollerHandle>, JoinHandle<()>), ServerError> {
     let poll = Poll::new().map_err(ServerError::Poll)?;
     let waker = Waker::new(poll.registry(), WAKER).map_err(ServerError::Poll)?;
@@ -117,6 +120,7 @@ pub(crate) fn spawn_poller(
         sched,
         max_record_size,
         conns: HashMap::new(),
+        metrics,
     };
     let name = format!("rnfs-poll-{index}");
     let thread = std::thread::Builder::new()
@@ -216,6 +220,9 @@ impl Poller {
             Arc::clone(&self.handle),
             self.max_record_size,
             slot,
+            self.metrics
+                .as_ref()
+                .map(|m| m.open_connection(peer.ip(), id)),
         );
         let task = self.sched.new_task(conn, self.index);
         tracing::debug!(%peer, id, poller = self.index, "connection accepted");

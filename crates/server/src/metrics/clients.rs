@@ -1,0 +1,321 @@
+//! Per-client totals, by IP address, in a bounded table.
+//!
+//! A call is attributed to its client without any table lookup: each connection
+//! carries its own [`ConnCounters`] block, bumped once per call. The table is
+//! touched only when a connection opens or closes (a closing connection's counts
+//! are folded into its client's row) and by snapshots, which add the blocks of the
+//! live connections.
+//!
+//! At most `max_clients` rows. When the table is full, a new client takes the row
+//! of the client that has been without connections and mounts the longest (its
+//! totals move to the `other` row); if every row has a connection or a mount, the
+//! new client is counted in `other`. Memory is thus bounded by `max_clients` rows
+//! plus one entry per open connection.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crossbeam_utils::CachePadded;
+
+use super::note::CallNote;
+use super::snapshot::ClientSnapshot;
+use crate::nfs::MountList;
+
+/// One connection's counters. Several service threads may process calls of one
+/// connection at once (pipelining), so they are read-modify-writes, but on the
+/// connection's own cache line: only threads serving that connection contend.
+/// Relaxed: statistics only. The final values reach the closing fold through the
+/// release/acquire of the connection's last reference count drop.
+#[derive(Debug, Default)]
+pub(crate) struct ConnCounters {
+    calls: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+}
+
+impl ConnCounters {
+    /// Counts one call and its bytes.
+    #[inline]
+    pub(crate) fn record(&self, note: &CallNote) {
+        self.calls.fetch_add(1, Relaxed);
+        if note.bytes_read > 0 {
+            self.bytes_read
+                .fetch_add(u64::from(note.bytes_read), Relaxed);
+        }
+        if note.bytes_written > 0 {
+            self.bytes_written
+                .fetch_add(u64::from(note.bytes_written), Relaxed);
+        }
+    }
+}
+
+type Block = Arc<CachePadded<ConnCounters>>;
+
+#[derive(Default)]
+struct Row {
+    calls: u64,
+    bytes_read: u64,
+    bytes_written: u64,
+    /// Open connections, by connection id.
+    live: HashMap<u64, Block>,
+    /// When the last connection closed (a count of closes, for eviction order).
+    idle_since: u64,
+}
+
+impl Row {
+    fn fold(&mut self, c: &ConnCounters) {
+        self.calls += c.calls.load(Relaxed);
+        self.bytes_read += c.bytes_read.load(Relaxed);
+        self.bytes_written += c.bytes_written.load(Relaxed);
+    }
+
+    fn absorb(&mut self, o: Row) {
+        self.calls += o.calls;
+        self.bytes_read += o.bytes_read;
+        self.bytes_written += o.bytes_written;
+        self.live.extend(o.live);
+    }
+
+    fn snapshot(&self, addr: String, mounts: Vec<String>) -> ClientSnapshot {
+        let mut s = ClientSnapshot {
+            addr,
+            connections: self.live.len() as u64,
+            calls: self.calls,
+            bytes_read: self.bytes_read,
+            bytes_written: self.bytes_written,
+            mounts,
+        };
+        for c in self.live.values() {
+            s.calls += c.calls.load(Relaxed);
+            s.bytes_read += c.bytes_read.load(Relaxed);
+            s.bytes_written += c.bytes_written.load(Relaxed);
+        }
+        s
+    }
+}
+
+#[derive(Default)]
+struct Rows {
+    by_ip: HashMap<IpAddr, Row>,
+    other: Row,
+    closes: u64,
+}
+
+/// The client table.
+pub(crate) struct ClientTable {
+    max_rows: usize,
+    mounts: Arc<MountList>,
+    rows: Mutex<Rows>,
+}
+
+impl ClientTable {
+    pub(crate) fn new(max_rows: usize, mounts: Arc<MountList>) -> Self {
+        ClientTable {
+            max_rows,
+            mounts,
+            rows: Mutex::new(Rows::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Rows> {
+        // Totals stay consistent if a holder panicked.
+        self.rows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers connection `id` of `ip` (at accept).
+    pub(crate) fn open(self: &Arc<Self>, ip: IpAddr, id: u64) -> ClientConn {
+        let block = Block::default();
+        let mut rows = self.lock();
+        let in_other = !rows.by_ip.contains_key(&ip)
+            && rows.by_ip.len() >= self.max_rows
+            && !self.evict_one(&mut rows);
+        let row = if in_other {
+            &mut rows.other
+        } else {
+            rows.by_ip.entry(ip).or_default()
+        };
+        row.live.insert(id, Arc::clone(&block));
+        drop(rows);
+        ClientConn {
+            table: Arc::clone(self),
+            ip,
+            id,
+            in_other,
+            counters: block,
+        }
+    }
+
+    /// Frees the row idle the longest (no connection, no mount), moving its
+    /// totals to `other`. O(rows), on a connection from a new client to a full
+    /// table only.
+    fn evict_one(&self, rows: &mut Rows) -> bool {
+        let mounted: HashSet<String> = self.mounts.hosts();
+        let victim = rows
+            .by_ip
+            .iter()
+            .filter(|(ip, row)| row.live.is_empty() && !mounted.contains(&ip.to_string()))
+            .min_by_key(|(_, row)| row.idle_since)
+            .map(|(ip, _)| *ip);
+        let Some(row) = victim.and_then(|ip| rows.by_ip.remove(&ip)) else {
+            return false;
+        };
+        rows.other.absorb(row);
+        true
+    }
+
+    fn close(&self, conn: &ClientConn) {
+        let mut rows = self.lock();
+        rows.closes += 1;
+        let closes = rows.closes;
+        let row = if conn.in_other {
+            Some(&mut rows.other)
+        } else {
+            rows.by_ip.get_mut(&conn.ip)
+        };
+        // A row with a live connection is never evicted; `other` always exists.
+        if let Some(row) = row {
+            if let Some(block) = row.live.remove(&conn.id) {
+                row.fold(&block);
+            }
+            if row.live.is_empty() {
+                row.idle_since = closes;
+            }
+        }
+    }
+
+    /// One row per client, busiest first, then `other` if it counted anything.
+    pub(crate) fn snapshot(&self) -> Vec<ClientSnapshot> {
+        let mut mounts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (host, path) in self.mounts.entries() {
+            mounts.entry(host).or_default().push(path);
+        }
+        let rows = self.lock();
+        let mut out: Vec<ClientSnapshot> = rows
+            .by_ip
+            .iter()
+            .map(|(ip, row)| {
+                let addr = ip.to_string();
+                let m = mounts.get(&addr).cloned().unwrap_or_default();
+                row.snapshot(addr, m)
+            })
+            .collect();
+        out.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.addr.cmp(&b.addr)));
+        let other = rows.other.snapshot("other".to_owned(), Vec::new());
+        if other.connections > 0 || other.calls > 0 {
+            out.push(other);
+        }
+        out
+    }
+}
+
+/// A connection's registration in the client table; dropping it (when the
+/// connection is dropped) folds the connection's counts into its client's row.
+pub(crate) struct ClientConn {
+    table: Arc<ClientTable>,
+    ip: IpAddr,
+    id: u64,
+    in_other: bool,
+    counters: Block,
+}
+
+impl ClientConn {
+    /// The connection's counters.
+    #[inline]
+    pub(crate) fn counters(&self) -> &ConnCounters {
+        &self.counters
+    }
+}
+
+impl Drop for ClientConn {
+    fn drop(&mut self) {
+        self.table.close(self);
+    }
+}
+
+impl std::fmt::Debug for ClientConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConn")
+            .field("ip", &self.ip)
+            .field("in_other", &self.in_other)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, last])
+    }
+
+    fn table(max: usize) -> (Arc<ClientTable>, Arc<MountList>) {
+        let mounts = Arc::new(MountList::default());
+        (Arc::new(ClientTable::new(max, Arc::clone(&mounts))), mounts)
+    }
+
+    fn row<'a>(rows: &'a [ClientSnapshot], addr: &str) -> Option<&'a ClientSnapshot> {
+        rows.iter().find(|r| r.addr == addr)
+    }
+
+    #[test]
+    fn live_and_closed_connections_are_summed() {
+        let (t, _) = table(4);
+        let a = t.open(ip(1), 1);
+        let b = t.open(ip(1), 2);
+        a.counters().record(&CallNote {
+            export: None,
+            bytes_read: 10,
+            bytes_written: 0,
+        });
+        b.counters().record(&CallNote::default());
+        let s = t.snapshot();
+        let r = row(&s, "127.0.0.1").unwrap();
+        assert_eq!((r.connections, r.calls, r.bytes_read), (2, 2, 10));
+        drop(a);
+        let s = t.snapshot();
+        let r = row(&s, "127.0.0.1").unwrap();
+        assert_eq!((r.connections, r.calls, r.bytes_read), (1, 2, 10));
+        drop(b);
+        let s = t.snapshot();
+        assert_eq!(row(&s, "127.0.0.1").unwrap().connections, 0);
+        assert_eq!(row(&s, "127.0.0.1").unwrap().calls, 2);
+    }
+
+    #[test]
+    fn a_full_table_overflows_into_other_and_evicts_idle_rows() {
+        let (t, mounts) = table(2);
+        let a = t.open(ip(1), 1);
+        let b = t.open(ip(2), 2);
+        let c = t.open(ip(3), 3);
+        c.counters().record(&CallNote::default());
+        let s = t.snapshot();
+        assert_eq!(s.len(), 3);
+        assert!(row(&s, "127.0.0.3").is_none());
+        assert_eq!(row(&s, "other").unwrap().calls, 1);
+        // Client 1 closes, but has a mount: not evicted.
+        mounts.insert("127.0.0.1", "/x");
+        a.counters().record(&CallNote::default());
+        drop(a);
+        let d = t.open(ip(4), 4);
+        assert!(row(&t.snapshot(), "127.0.0.4").is_none());
+        drop(d);
+        // Client 2 closes without a mount: its row goes to the next new client.
+        b.counters().record(&CallNote::default());
+        drop(b);
+        let e = t.open(ip(5), 5);
+        let s = t.snapshot();
+        assert!(row(&s, "127.0.0.2").is_none());
+        assert_eq!(row(&s, "127.0.0.5").unwrap().connections, 1);
+        assert_eq!(row(&s, "127.0.0.1").unwrap().mounts, ["/x"]);
+        // Client 2's call moved to `other`; totals are kept.
+        assert_eq!(row(&s, "other").unwrap().calls, 2);
+        assert_eq!(s.iter().map(|r| r.calls).sum::<u64>(), 3);
+        drop((c, e));
+        assert!(t.snapshot().len() <= 3);
+    }
+}
