@@ -6,6 +6,8 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod echo;
+pub mod load;
 pub mod nfs;
 pub mod report;
 pub mod sched;

@@ -50,6 +50,213 @@ pub(crate) enum Which {
     /// Parallel writers beside a stat / ls -l loop on a mounted file system.
     #[command(long_about = WRITEBACK_ABOUT)]
     Writeback(WritebackArgs),
+    /// Closed-loop load (C connections x D calls in flight) against any NFSv3 server.
+    #[command(long_about = LOAD_ABOUT)]
+    Load(LoadArgs),
+    /// A trivial ONC RPC server: the floor of server CPU per call.
+    #[command(long_about = ECHO_ABOUT)]
+    EchoServer(EchoArgs),
+}
+
+const LOAD_ABOUT: &str = "\
+Closed-loop load against any NFSv3 server (rnfs, nfs-ganesha, knfsd): \
+--connections TCP connections each keep --depth calls in flight; every reply \
+is checked and answered at once with the next call. After --warmup seconds \
+the run measures for --duration seconds and reports calls/s, MB/s, latency \
+(min, p50, p90, p99, p99.9, max from an HDR histogram), failed calls by status \
+name (NFS3ERR_*, RPC_*), the server's CPU time per call and its RSS (from \
+/proc/PID/stat and /proc/PID/status over exactly the measured window, with \
+--server-pid; resolution one clock tick), and this process's own CPU per call \
+(getrusage), so that a result bound by the load generator is recognisable.
+
+The measured calls bypass the client library: --threads threads each run one \
+epoll loop over their share of the connections, with pre-encoded call headers, \
+replies parsed in batches and the next calls sent with one writev. Sockets \
+are non-blocking with TCP_NODELAY.
+
+Ops (--op):
+
+null: NULL (no MOUNT at all with ?nomount=1 in the URL).
+
+getattr, access: GETATTR, or ACCESS of all six bits, of the test file.
+
+lookup: LOOKUP of a random existing name in the directory.
+
+read, write: --size bytes at a random --size-aligned offset of the test \
+file. WRITEs are UNSTABLE, with a COMMIT after every --commit-every WRITEs per \
+connection (COMMITs are counted as calls, not as bytes). The test file is \
+sized with SETATTR, i.e. sparse: READs return zeros on every server without \
+touching a disk, so they measure the server, not the storage.
+
+create-remove: CREATE (GUARDED) of a new name in the connection's own \
+scratch directory, then REMOVE of it. One call is the pair; its latency is \
+the pair's. Pairs still open when the window ends are finished.
+
+readdirplus: every in-flight call lists the directory page by page \
+(maxcount --dir-page, dircount one eighth of it as the Linux client sends), \
+starting over after eof. One call is one READDIRPLUS; entries/s, the call \
+latency per entry returned and the server's CPU per entry are reported too.
+
+mix: an ls -l / rsync listing. In every 16 calls of a slot: one READDIRPLUS \
+page (continuing its listing), then 7 GETATTR, 4 LOOKUP and 4 ACCESS of the \
+entries that page returned. Every RPC is a call; the counts per procedure are \
+in the JSON (calls_by_proc).
+
+Fixtures live under the URL's directory in rnfs-bench-load/ and are reused: \
+file-<N> (the test file), dir-<K>/ (entries f0 .. f<K-1>; a rerun lists it \
+and creates only what is missing, many CREATEs in flight, with progress on \
+standard error) and cr-<conn>/ (create-remove scratch). The ports come from \
+the portmapper unless the URL gives ?nfsport= (and ?mountport=, default the \
+NFS port).
+
+--idle-connections N opens N more connections first; each sends one NULL, \
+reads the reply and stays idle (not measured). The open-file limit is raised \
+as needed (as root up to fs.nr_open), and on loopback they come from \
+127.0.0.2, 127.0.0.3, ... to get past one address's ephemeral ports.
+
+While the run lasts (and only then) /dev/cpu_dma_latency is held open at 0, \
+when writable, so CPUs stay out of deep idle states; --no-dma-latency turns \
+that off. The JSON says whether it was held.
+
+The result goes to standard output as text, and with --json FILE as one JSON \
+object (schema 1: tool, label, url, op, connections, depth, size, file_size, \
+dir_entries, idle_connections, threads, warmup_s, duration_s, calls, \
+calls_per_s, mb_per_s, latency_us, latency_cdf, errors, error_calls, server, \
+loadgen, dma_latency_held, plus calls_by_proc, entries, us_per_entry and \
+more); with --json - the JSON goes to standard output and the text to \
+standard error. A closed connection or a refused MOUNT ends the run with an \
+error (exit status 1).
+
+Examples:
+  rnfs serve --backend memory --listen 127.0.0.1:20490 &
+  rnfs bench load --url 'nfs://127.0.0.1/export?nfsport=20490' --op getattr \\
+      --connections 16 --depth 16 --duration 10 --server-pid $! --json -
+  rnfs bench echo-server --listen 127.0.0.1:20500 &
+  rnfs bench load --url 'nfs://127.0.0.1/?nfsport=20500&nomount=1' --op null \\
+      --connections 16 --depth 16 --server-pid $!";
+
+const ECHO_ABOUT: &str = "\
+A trivial ONC RPC server, the physical floor of server CPU per call: it \
+answers every call (any program, version and procedure) with an accepted \
+SUCCESS reply with an AUTH_NONE verifier and no results, and does nothing \
+else: one read and one write per batch of calls, records parsed as they \
+stream through a fixed buffer. Each of --threads threads runs its own epoll \
+loop and its own listening socket on the same port (SO_REUSEPORT).
+
+It prints `listening on ADDR` on standard output and runs until SIGINT or \
+SIGTERM. Drive it with `rnfs bench load --op null` and a URL with \
+?nfsport=PORT&nomount=1; compare its --server-pid CPU per call with a real \
+server's.
+
+Example:
+  rnfs bench echo-server --listen 127.0.0.1:20500 &
+  rnfs bench load --url 'nfs://127.0.0.1/?nfsport=20500&nomount=1' --op null \\
+      --connections 16 --depth 16 --duration 5 --server-pid $!";
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum LoadOpArg {
+    /// NULL calls.
+    Null,
+    /// GETATTR of the test file.
+    Getattr,
+    /// LOOKUP of random names in the directory.
+    Lookup,
+    /// ACCESS of the test file.
+    Access,
+    /// READ at random offsets.
+    Read,
+    /// UNSTABLE WRITE at random offsets, periodic COMMIT.
+    Write,
+    /// CREATE then REMOVE of new names.
+    CreateRemove,
+    /// Directory listings, one page per call.
+    Readdirplus,
+    /// READDIRPLUS pages, then GETATTR/LOOKUP/ACCESS of their entries.
+    Mix,
+}
+
+impl From<LoadOpArg> for rnfs_bench::load::LoadOp {
+    fn from(op: LoadOpArg) -> Self {
+        use rnfs_bench::load::LoadOp;
+        match op {
+            LoadOpArg::Null => LoadOp::Null,
+            LoadOpArg::Getattr => LoadOp::Getattr,
+            LoadOpArg::Lookup => LoadOp::Lookup,
+            LoadOpArg::Access => LoadOp::Access,
+            LoadOpArg::Read => LoadOp::Read,
+            LoadOpArg::Write => LoadOp::Write,
+            LoadOpArg::CreateRemove => LoadOp::CreateRemove,
+            LoadOpArg::Readdirplus => LoadOp::Readdirplus,
+            LoadOpArg::Mix => LoadOp::Mix,
+        }
+    }
+}
+
+/// Options of `rnfs bench load`.
+#[derive(Debug, Args)]
+pub(crate) struct LoadArgs {
+    /// The export: nfs://HOST[:PORT]/EXPORT[?nfsport=P&mountport=P&nomount=1].
+    #[arg(long)]
+    url: String,
+    /// The call to repeat.
+    #[arg(long, value_enum)]
+    op: LoadOpArg,
+    /// Measured TCP connections.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    connections: u32,
+    /// Calls in flight per connection.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    depth: u32,
+    /// READ/WRITE size (K, M suffixes; at most 1M).
+    #[arg(long, default_value = "4K", value_parser = parse_size)]
+    size: u64,
+    /// Size of the test file (K, M, G suffixes).
+    #[arg(long, default_value = "64M", value_parser = parse_size)]
+    file_size: u64,
+    /// Entries of the lookup/readdirplus/mix directory.
+    #[arg(long, default_value_t = 1000)]
+    dir_entries: u64,
+    /// A COMMIT after every N WRITEs per connection (0: never).
+    #[arg(long, default_value_t = 256)]
+    commit_every: u32,
+    /// READDIRPLUS maxcount in bytes (K, M suffixes); dircount is one eighth.
+    #[arg(long, default_value = "32K", value_parser = parse_size)]
+    dir_page: u64,
+    /// Unmeasured seconds before the measured window.
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// The server's process id: its CPU time and RSS over the measured window.
+    #[arg(long, value_name = "PID")]
+    server_pid: Option<u32>,
+    /// Extra connections that send one NULL and then stay idle.
+    #[arg(long, default_value_t = 0)]
+    idle_connections: u32,
+    /// Load-generator threads (each an epoll loop over its share of connections).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: u32,
+    /// Free text copied into the JSON.
+    #[arg(long)]
+    label: Option<String>,
+    /// Write the result as one JSON object to FILE (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Do not hold /dev/cpu_dma_latency at 0 during the run.
+    #[arg(long)]
+    no_dma_latency: bool,
+}
+
+/// Options of `rnfs bench echo-server`.
+#[derive(Debug, Args)]
+pub(crate) struct EchoArgs {
+    /// Address to listen on (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: std::net::SocketAddr,
+    /// Event-loop threads (each with its own listening socket on the port).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: u32,
 }
 
 const CLIENT_ABOUT: &str = "\
@@ -330,7 +537,59 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         Which::Nfs(a) => run_nfs(a),
         Which::Client(a) => run_client(a),
         Which::Writeback(a) => run_writeback(a),
+        Which::Load(a) => run_load(a),
+        Which::EchoServer(a) => run_echo(a),
     }
+}
+
+fn run_load(a: LoadArgs) -> anyhow::Result<()> {
+    use rnfs_bench::load::{self, LoadParams};
+    let mut p = LoadParams::new(a.url, a.op.into());
+    p.connections = a.connections;
+    p.depth = a.depth;
+    p.size = u32::try_from(a.size).context("--size must be 1 to 1M")?;
+    p.file_size = a.file_size;
+    p.dir_entries = a.dir_entries;
+    p.commit_every = a.commit_every;
+    p.dir_page = u32::try_from(a.dir_page).context("--dir-page must be 1K to 1M")?;
+    p.warmup = seconds("warmup", a.warmup)?;
+    p.duration = seconds("duration", a.duration)?;
+    p.server_pid = a.server_pid;
+    p.idle_connections = a.idle_connections;
+    p.threads = a.threads;
+    p.label = a.label;
+    p.dma_latency = !a.no_dma_latency;
+    let result = load::run(&p)?;
+    let to_stdout = a.json.as_ref().is_some_and(|j| j.as_os_str() == "-");
+    if to_stdout {
+        eprintln!("{result}");
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        println!("{result}");
+        write_json(a.json, &result)?;
+    }
+    Ok(())
+}
+
+fn run_echo(a: EchoArgs) -> anyhow::Result<()> {
+    use nix::sys::signal::{SigSet, Signal};
+    // Block the signals before any thread starts: every thread inherits the
+    // mask, and this thread takes them with sigwait.
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    signals
+        .thread_block()
+        .context("cannot block SIGINT/SIGTERM")?;
+    let server = rnfs_bench::echo::EchoServer::start(a.listen, a.threads as usize)
+        .with_context(|| format!("cannot listen on {}", a.listen))?;
+    println!("listening on {}", server.local_addr());
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let signal = signals.wait().context("waiting for a signal failed")?;
+    eprintln!("{signal}: shutting down");
+    server.shutdown();
+    Ok(())
 }
 
 fn write_json<T: serde::Serialize>(path: Option<PathBuf>, value: &T) -> anyhow::Result<()> {
