@@ -43,16 +43,12 @@ wire_enum! {
 impl MountProc3 {
     /// The RFC's name, e.g. `"MNT"`, for logs.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Null => "NULL",
-            Self::Mnt => "MNT",
-            Self::Dump => "DUMP",
-            Self::Umnt => "UMNT",
-            Self::Umntall => "UMNTALL",
-            Self::Export => "EXPORT",
-        }
+        MOUNT3_PROC_NAMES[self as usize]
     }
 }
+
+/// The RFC names of the MOUNT v3 procedures, indexed by procedure number.
+pub const MOUNT3_PROC_NAMES: [&str; 6] = ["NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"];
 
 /// Codec for `dirpath`: a string of at most [`MNTPATHLEN`] bytes.
 mod dirpath {

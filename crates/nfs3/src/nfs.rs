@@ -124,32 +124,35 @@ impl NfsProc3 {
 
     /// The RFC's name, e.g. `"READDIRPLUS"`, for logs.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Null => "NULL",
-            Self::Getattr => "GETATTR",
-            Self::Setattr => "SETATTR",
-            Self::Lookup => "LOOKUP",
-            Self::Access => "ACCESS",
-            Self::Readlink => "READLINK",
-            Self::Read => "READ",
-            Self::Write => "WRITE",
-            Self::Create => "CREATE",
-            Self::Mkdir => "MKDIR",
-            Self::Symlink => "SYMLINK",
-            Self::Mknod => "MKNOD",
-            Self::Remove => "REMOVE",
-            Self::Rmdir => "RMDIR",
-            Self::Rename => "RENAME",
-            Self::Link => "LINK",
-            Self::Readdir => "READDIR",
-            Self::Readdirplus => "READDIRPLUS",
-            Self::Fsstat => "FSSTAT",
-            Self::Fsinfo => "FSINFO",
-            Self::Pathconf => "PATHCONF",
-            Self::Commit => "COMMIT",
-        }
+        NFS3_PROC_NAMES[self as usize]
     }
 }
+
+/// The RFC names of the NFSv3 procedures, indexed by procedure number.
+pub const NFS3_PROC_NAMES: [&str; 22] = [
+    "NULL",
+    "GETATTR",
+    "SETATTR",
+    "LOOKUP",
+    "ACCESS",
+    "READLINK",
+    "READ",
+    "WRITE",
+    "CREATE",
+    "MKDIR",
+    "SYMLINK",
+    "MKNOD",
+    "REMOVE",
+    "RMDIR",
+    "RENAME",
+    "LINK",
+    "READDIR",
+    "READDIRPLUS",
+    "FSSTAT",
+    "FSINFO",
+    "PATHCONF",
+    "COMMIT",
+];
 
 /// Codec for WRITE's and READ's `opaque data<>`, bounded by [`MAX_WRITE_DATA`].
 mod data {

@@ -31,7 +31,7 @@ use super::{LoadOp, LoadParams};
 /// Linux client asks.
 const ACCESS_ALL: u32 = 0x3f;
 /// Procedures of NFSv3 (0..=21).
-pub(crate) const PROCS: usize = 22;
+pub(crate) const PROCS: usize = rnfs_nfs3::NFS3_PROC_NAMES.len();
 /// Entries of the last READDIRPLUS page a mix slot keeps as targets.
 const MIX_KEEP: usize = 15;
 
@@ -632,31 +632,10 @@ pub(crate) fn reply_status_name(s: &ReplyStatus) -> &'static str {
 
 /// The name of a procedure, for the per-procedure call counts.
 pub(crate) fn proc_name(p: usize) -> &'static str {
-    const NAMES: [&str; PROCS] = [
-        "NULL",
-        "GETATTR",
-        "SETATTR",
-        "LOOKUP",
-        "ACCESS",
-        "READLINK",
-        "READ",
-        "WRITE",
-        "CREATE",
-        "MKDIR",
-        "SYMLINK",
-        "MKNOD",
-        "REMOVE",
-        "RMDIR",
-        "RENAME",
-        "LINK",
-        "READDIR",
-        "READDIRPLUS",
-        "FSSTAT",
-        "FSINFO",
-        "PATHCONF",
-        "COMMIT",
-    ];
-    NAMES.get(p).copied().unwrap_or("UNKNOWN")
+    rnfs_nfs3::NFS3_PROC_NAMES
+        .get(p)
+        .copied()
+        .unwrap_or("UNKNOWN")
 }
 
 /// READ3resok after the status: attributes, then the count.

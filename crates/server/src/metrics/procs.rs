@@ -25,31 +25,8 @@ struct Range {
     procs: &'static [&'static str],
 }
 
-const NFS3_PROCS: &[&str] = &[
-    "NULL",
-    "GETATTR",
-    "SETATTR",
-    "LOOKUP",
-    "ACCESS",
-    "READLINK",
-    "READ",
-    "WRITE",
-    "CREATE",
-    "MKDIR",
-    "SYMLINK",
-    "MKNOD",
-    "REMOVE",
-    "RMDIR",
-    "RENAME",
-    "LINK",
-    "READDIR",
-    "READDIRPLUS",
-    "FSSTAT",
-    "FSINFO",
-    "PATHCONF",
-    "COMMIT",
-];
-const MOUNT_PROCS: &[&str] = &["NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"];
+const NFS3_PROCS: &[&str] = &rnfs_nfs3::NFS3_PROC_NAMES;
+const MOUNT_PROCS: &[&str] = &rnfs_nfs3::mount::MOUNT3_PROC_NAMES;
 const PMAP2_PROCS: &[&str] = &["NULL", "SET", "UNSET", "GETPORT", "DUMP", "CALLIT"];
 const RPCB3_PROCS: &[&str] = &[
     "NULL",
