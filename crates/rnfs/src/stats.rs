@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use rnfs_server::metrics::{ProcedureSnapshot, StatsSnapshot};
+use rnfs_server::metrics::{ClientSnapshot, ProcedureSnapshot, StatsSnapshot};
 
 use crate::admin::cli::{client_socket_path, report, SOCKET_HELP};
 use crate::admin::client::{AdminClient, AdminError};
@@ -382,8 +382,14 @@ fn histogram_line(bins: &[u64]) -> Option<String> {
 
 fn render_clients(out: &mut String, s: &StatsSnapshot) {
     let _ = writeln!(out, "clients: {}", s.clients.len());
-    let rows: Vec<Vec<String>> = s
-        .clients
+    if !s.clients.is_empty() {
+        out.push_str(&clients_table(&s.clients));
+    }
+}
+
+/// The per-client table of `rnfs stats --clients` and `rnfs admin clients`.
+pub(crate) fn clients_table(clients: &[ClientSnapshot]) -> String {
+    let rows: Vec<Vec<String>> = clients
         .iter()
         .map(|c| {
             vec![
@@ -400,13 +406,11 @@ fn render_clients(out: &mut String, s: &StatsSnapshot) {
             ]
         })
         .collect();
-    if !rows.is_empty() {
-        out.push_str(&format_table(
-            &["CLIENT", "CONNS", "CALLS", "READ", "WRITTEN", "MOUNTS"],
-            &[false, true, true, true, true, false],
-            &rows,
-        ));
-    }
+    format_table(
+        &["CLIENT", "CONNS", "CALLS", "READ", "WRITTEN", "MOUNTS"],
+        &[false, true, true, true, true, false],
+        &rows,
+    )
 }
 
 fn render_exports(out: &mut String, s: &StatsSnapshot) {

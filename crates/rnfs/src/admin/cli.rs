@@ -11,7 +11,7 @@ use super::protocol::{
     AccessName, BackendName, DrainReply, ExportChangeReply, ExportRow, ExportSpec, ReloadReply,
     Request, SquashName, ThreadsReply,
 };
-use crate::stats::{human_bytes, print_table};
+use crate::stats::{clients_table, print_table};
 
 pub(crate) const ADMIN_ABOUT: &str = "\
 Change a running `rnfs serve` through its admin socket: the service-thread count, \
@@ -428,26 +428,5 @@ fn print_clients(rows: &[ClientSnapshot]) {
         println!("no clients");
         return;
     }
-    let table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|c| {
-            vec![
-                c.addr.clone(),
-                c.connections.to_string(),
-                c.calls.to_string(),
-                human_bytes(c.bytes_read as f64),
-                human_bytes(c.bytes_written as f64),
-                if c.mounts.is_empty() {
-                    "-".into()
-                } else {
-                    c.mounts.join(",")
-                },
-            ]
-        })
-        .collect();
-    print_table(
-        &["CLIENT", "CONNS", "CALLS", "READ", "WRITTEN", "MOUNTS"],
-        &[false, true, true, true, true, false],
-        &table,
-    );
+    print!("{}", clients_table(rows));
 }
