@@ -193,6 +193,11 @@ fn transport(out: &mut Families, s: &StatsSnapshot) {
         out.counter(name, help, vec![counter(&[], value)]);
     }
     out.gauge(
+        "rnfs_in_flight_calls",
+        "Calls read from a connection and not yet answered, now.",
+        vec![gauge(&[], t.in_flight as f64)],
+    );
+    out.gauge(
         "rnfs_connection_peak_in_flight_calls",
         "Most calls seen in flight at once on any one connection.",
         vec![gauge(&[], t.peak_in_flight as f64)],

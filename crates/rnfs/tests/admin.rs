@@ -143,8 +143,13 @@ impl Serve {
 
     /// An NFS/MOUNT client that fails fast instead of retrying.
     fn client(&self) -> NfsClient {
+        self.client_with_timeout(Duration::from_secs(20))
+    }
+
+    /// As [`client`](Self::client), giving up on a call after `timeout`.
+    fn client_with_timeout(&self, timeout: Duration) -> NfsClient {
         let options = ClientOptions {
-            timeout: Duration::from_secs(20),
+            timeout,
             retrans: 0,
             connect_timeout: Duration::from_secs(5),
             ..ClientOptions::default()
@@ -639,7 +644,9 @@ fn sigterm_lets_calls_in_flight_finish_then_exits_zero() {
         &dir.path("admin.sock"),
         &dir.path("state"),
     );
-    let nfs = server.client();
+    // Writes the server had not read at SIGTERM are never answered: give up
+    // on them after a few seconds.
+    let nfs = server.client_with_timeout(Duration::from_secs(3));
     let root = nfs.mnt(b"/e").unwrap();
     let fh = nfs
         .create(&root, b"data", CreateHow3::Unchecked(Sattr3::default()))

@@ -341,6 +341,23 @@ impl<H: Handler> Scheduler<H> {
         self.shared.enqueuer.close(task);
     }
 
+    /// The thread bounds in force, `(min, max)` over all pools: the configured
+    /// ones until [`set_limits`](Self::set_limits) or
+    /// [`set_threads`](Self::set_threads) changes them. Each pool holds its share;
+    /// the shares add up to exactly what was asked (`min` is at least one per
+    /// pool, so no pool's share is rounded up).
+    pub fn limits(&self) -> (usize, usize) {
+        // Under the resize lock, so a concurrent `set_limits` is seen whole rather
+        // than pool by pool; the loads need no ordering of their own.
+        let _admin = lock(&self.shared.admin);
+        self.shared.pools().iter().fold((0, 0), |(min, max), pool| {
+            (
+                min + pool.ctl.min.load(Ordering::Relaxed),
+                max + pool.ctl.max.load(Ordering::Relaxed),
+            )
+        })
+    }
+
     /// Sets a fixed thread count (automatic sizing off): grows at once, or
     /// asks exactly one thread per surplus thread to exit (it passes pending
     /// work on first). Returns without waiting for the exits.

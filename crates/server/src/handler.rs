@@ -201,14 +201,17 @@ impl Handler for ServerHandler {
         match task.read_record() {
             ReadOutcome::Record { record, more } => {
                 let read_at = self.metrics.as_ref().map(|_| Instant::now());
-                task.begin_call();
-                // Hand the connection back before processing, so another thread can
-                // read the next pipelined call meanwhile.
+                // `read_record` counted the call in flight. Hand the connection back
+                // before processing, so another thread can read the next pipelined
+                // call meanwhile.
                 claim.release(more);
                 self.process(enq, &task, &record, state, read_at);
             }
             // Nothing complete yet; a partial record stays in the decoder.
             ReadOutcome::Pending => {}
+            // Draining: the bytes stay unread; the server closes the connection
+            // once the calls in flight are answered.
+            ReadOutcome::Stopped => {}
             ReadOutcome::Eof => {
                 tracing::debug!(peer = %task.peer(), "connection closed by peer");
                 task.teardown();

@@ -31,6 +31,6 @@ pub use config::{DrcConfig, Limits, ServerConfig, NFS_PORT};
 pub use error::ServerError;
 pub use handler::{ServerHandler, ThreadState};
 pub use metrics::{Metrics, MetricsConfig, StatsSnapshot};
-pub use server::Server;
+pub use server::{DrainOutcome, Server};
 pub use stats::ServerStats;
 pub use transport::Connection;

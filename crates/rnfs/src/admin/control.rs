@@ -5,15 +5,13 @@
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-use rnfs_sched::Scheduler;
 use rnfs_server::metrics::StatsSnapshot;
 use rnfs_server::nfs::exports::{normalize_mount_path, BackendKind};
 use rnfs_server::nfs::{ConfigFile, ExportConfig, Exports};
 use rnfs_server::Server;
-use rnfs_server::ServerHandler;
 use serde::Serialize;
 
 use super::protocol::{
@@ -24,14 +22,13 @@ use super::protocol::{
 /// How long `drain` waits for calls in flight when the request names no timeout.
 pub(crate) const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How often a drain looks at the scheduler.
-const DRAIN_POLL: Duration = Duration::from_millis(1);
-
 /// The live server and what the admin commands change in it.
 #[derive(Debug)]
 pub(crate) struct Control {
     /// `None` once drained: the server stopped and only its last figures remain.
-    server: Mutex<Option<Server>>,
+    /// A drain holds it for reading while it waits, so `stats` still answers;
+    /// only taking the server out to stop it writes.
+    server: RwLock<Option<Server>>,
     /// The figures taken when the server stopped.
     last: Mutex<Option<StatsSnapshot>>,
     /// Held for the whole of a drain: a second one waits for the first, then
@@ -40,8 +37,9 @@ pub(crate) struct Control {
     exports: Arc<Exports>,
     /// The `--config` file, if the server runs from one.
     config_file: Option<PathBuf>,
-    /// Thread bounds now in force (min, max).
-    limits: Mutex<(u64, u64)>,
+    /// Held while the thread bounds change, so two changes cannot race and
+    /// lose one of them.
+    threads_change: Mutex<()>,
     /// Held while the export table is rebuilt, so two changes cannot race and
     /// lose one of them.
     table_change: Mutex<()>,
@@ -61,6 +59,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+fn read<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn to_value<T: Serialize>(v: T) -> Result<serde_json::Value, String> {
     serde_json::to_value(v).map_err(|e| format!("cannot encode the result: {e}"))
 }
@@ -68,15 +74,13 @@ fn to_value<T: Serialize>(v: T) -> Result<serde_json::Value, String> {
 impl Control {
     /// Controls `server`, which serves `exports`; `config_file` is `--config`.
     pub(crate) fn new(server: Server, exports: Arc<Exports>, config_file: Option<PathBuf>) -> Self {
-        let config = server.scheduler().config();
-        let limits = (config.min_threads as u64, config.max_threads as u64);
         Control {
-            server: Mutex::new(Some(server)),
+            server: RwLock::new(Some(server)),
             last: Mutex::new(None),
             draining: Mutex::new(()),
             exports,
             config_file,
-            limits: Mutex::new(limits),
+            threads_change: Mutex::new(()),
             table_change: Mutex::new(()),
         }
     }
@@ -114,21 +118,12 @@ impl Control {
 
     /// The server's figures, or the last ones taken if it has been drained.
     pub(crate) fn stats(&self) -> Result<StatsSnapshot, String> {
-        if let Some(server) = lock(&self.server).as_ref() {
-            return Ok(self.snapshot(server));
+        if let Some(server) = read(&self.server).as_ref() {
+            return Ok(server.stats_snapshot());
         }
         lock(&self.last)
             .clone()
             .ok_or_else(|| "the server has stopped".to_owned())
-    }
-
-    fn snapshot(&self, server: &Server) -> StatsSnapshot {
-        let mut snapshot = server.stats_snapshot();
-        // The scheduler reports its start-up bounds; these are the current ones.
-        let (min, max) = *lock(&self.limits);
-        snapshot.sched.min_threads = min;
-        snapshot.sched.max_threads = max;
-        snapshot
     }
 
     /// Sets a fixed count (`set`) or the bounds (`min`/`max`, each defaulting
@@ -139,19 +134,23 @@ impl Control {
         min: Option<u64>,
         max: Option<u64>,
     ) -> Result<ThreadsReply, String> {
-        let guard = lock(&self.server);
+        let guard = read(&self.server);
         let Some(server) = guard.as_ref() else {
             return Err("the server has been drained: it runs no service threads".into());
         };
         let sched = server.scheduler();
-        let mut limits = lock(&self.limits);
+        let _change = lock(&self.threads_change);
+        let limits = {
+            let (min, max) = sched.limits();
+            (min as u64, max as u64)
+        };
         let (new_min, new_max) = match (set, min, max) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
                 return Err(r#"give either "set" or "min"/"max", not both"#.into())
             }
             (Some(0), _, _) => return Err("threads must be at least 1".into()),
             (Some(n), _, _) => (n, n),
-            (None, None, None) => *limits,
+            (None, None, None) => limits,
             (None, min, max) => {
                 let new_min = min.unwrap_or(limits.0);
                 let new_max = max.unwrap_or(limits.1);
@@ -167,7 +166,7 @@ impl Control {
                 (new_min, new_max)
             }
         };
-        if (new_min, new_max) != *limits {
+        if (new_min, new_max) != limits {
             let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
             sched
                 .set_limits(as_usize(new_min), as_usize(new_max))
@@ -177,7 +176,6 @@ impl Control {
                 max = new_max,
                 "service thread limits changed"
             );
-            *limits = (new_min, new_max);
         }
         Ok(ThreadsReply {
             threads: sched.stats().total().threads,
@@ -329,42 +327,38 @@ impl Control {
         })
     }
 
-    /// Stops serving: waits up to `timeout` for the calls in flight to finish,
-    /// then stops accepting, closes every connection and stops the service
+    /// Stops serving: closes the listening sockets, stops reading calls, and
+    /// waits up to `timeout` for the calls already read to be answered
+    /// ([`Server::drain`]); then closes every connection and stops the service
     /// threads. The process keeps running (the admin socket answers with the
     /// last figures) until SIGTERM.
-    ///
-    /// The server library has no drain of its own yet: until it does, calls
-    /// keep being read during the wait, which ends at the first moment no call
-    /// is in flight.
     pub(crate) fn drain(&self, timeout: Duration) -> DrainReply {
         let start = Instant::now();
         let _draining = lock(&self.draining);
-        let Some(sched) = lock(&self.server)
-            .as_ref()
-            .map(|server| Arc::clone(server.scheduler()))
-        else {
-            return DrainReply {
-                in_flight: 0,
-                remaining: 0,
-                waited_secs: start.elapsed().as_secs_f64(),
-                stopped_now: false,
+        let outcome = {
+            let guard = read(&self.server);
+            let Some(server) = guard.as_ref() else {
+                return DrainReply {
+                    in_flight: 0,
+                    remaining: 0,
+                    waited_secs: start.elapsed().as_secs_f64(),
+                    stopped_now: false,
+                };
             };
+            server.drain(timeout)
         };
-        let in_flight = in_flight(&sched);
-        let remaining = wait_until_quiet(&sched, start + timeout);
-        drop(sched);
         let server = {
-            let mut guard = lock(&self.server);
+            let mut guard = write(&self.server);
             if let Some(server) = guard.as_ref() {
                 // Kept for `stats` before the server goes.
-                *lock(&self.last) = Some(self.snapshot(server));
+                *lock(&self.last) = Some(server.stats_snapshot());
             }
             guard.take()
         };
         if let Some(server) = server {
             server.shutdown();
         }
+        let (in_flight, remaining) = (outcome.in_flight_at_start, outcome.remaining);
         let reply = DrainReply {
             in_flight,
             remaining,
@@ -457,33 +451,4 @@ fn export_config(spec: ExportSpec) -> Result<ExportConfig, String> {
     c.clients = spec.clients;
     c.secure = spec.secure;
     Ok(c)
-}
-
-/// Work in flight: service threads neither idle nor waking (running a call),
-/// plus connections queued for a thread.
-fn in_flight(sched: &Scheduler<ServerHandler>) -> u64 {
-    sched
-        .stats()
-        .pools
-        .iter()
-        .map(|p| {
-            let busy = p.threads.saturating_sub(p.idle + p.waking);
-            let queued = p.enqueues.saturating_sub(p.dispatches);
-            busy + queued
-        })
-        .sum()
-}
-
-/// Waits until nothing is in flight in two looks in a row, or `deadline`.
-/// Returns what was in flight at the end (0 when quiet).
-fn wait_until_quiet(sched: &Scheduler<ServerHandler>, deadline: Instant) -> u64 {
-    let mut quiet_looks = 0;
-    loop {
-        let now = in_flight(sched);
-        quiet_looks = if now == 0 { quiet_looks + 1 } else { 0 };
-        if quiet_looks >= 2 || Instant::now() >= deadline {
-            return now;
-        }
-        std::thread::sleep(DRAIN_POLL);
-    }
 }

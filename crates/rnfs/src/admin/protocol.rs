@@ -364,8 +364,7 @@ pub(crate) struct ExportChangeReply {
 /// The `drain` result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct DrainReply {
-    /// Work in flight when the drain began: busy service threads plus
-    /// connections queued for one.
+    /// Calls read but not yet answered when the drain began.
     pub(crate) in_flight: u64,
     /// Work still in flight when the server stopped (0 unless the timeout hit).
     pub(crate) remaining: u64,

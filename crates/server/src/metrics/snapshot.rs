@@ -51,6 +51,9 @@ pub struct TransportSnapshot {
     /// Largest output buffer (reply bytes the socket would not take yet) seen on
     /// any one connection.
     pub peak_output_buffered: u64,
+    /// Calls in flight now: read off a connection, reply not yet handed to the
+    /// kernel.
+    pub in_flight: u64,
 }
 
 /// Scheduler figures: per pool, plus the hand-off latency histogram.
@@ -207,6 +210,7 @@ impl From<&crate::ServerStats> for TransportSnapshot {
             throttled: s.throttled,
             peak_in_flight: u64::from(s.peak_in_flight),
             peak_output_buffered: s.peak_output_buffered,
+            in_flight: s.in_flight,
         }
     }
 }

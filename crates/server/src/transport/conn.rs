@@ -87,6 +87,11 @@ struct ReadState {
     /// that comes back short or `WouldBlock` (the socket was drained then; bytes
     /// arriving later raise an edge). Survives between owners.
     maybe_more: bool,
+    /// Set once by [`Connection::stop_reading`] (server draining): no record is
+    /// taken off this connection again. Under the same lock as the read that
+    /// counts a call in flight, so a drain that has set it knows every call ever
+    /// taken from this connection is counted.
+    stopped: bool,
 }
 
 /// Replies the socket has not taken yet, in order. `buf[sent..]` is unsent; `ends`
@@ -112,6 +117,9 @@ pub(crate) enum ReadOutcome {
     Bad(RecordError),
     /// The socket failed.
     Failed(io::Error),
+    /// The server is draining: nothing is read any more (unread bytes, and
+    /// records the decoder holds but no thread took, stay unanswered).
+    Stopped,
 }
 
 impl Connection {
@@ -132,6 +140,7 @@ impl Connection {
             read: Mutex::new(ReadState {
                 decoder: RecordDecoder::new(max_record_size),
                 maybe_more: false,
+                stopped: false,
             }),
             write: Mutex::new(WriteState::default()),
             write_pending: AtomicBool::new(false),
@@ -203,12 +212,18 @@ impl Connection {
     }
 
     /// Reads until one complete record is assembled or the socket would block.
-    /// Owner only; call `take_data` first.
+    /// Owner only; call `take_data` first. A record returned is already counted
+    /// in flight (see [`Connection::begin_call`]).
     pub(crate) fn read_record(&self) -> ReadOutcome {
         let mut rs = lock(&self.read);
+        if rs.stopped {
+            return ReadOutcome::Stopped;
+        }
         loop {
             match rs.decoder.next_record() {
                 Ok(Some(record)) => {
+                    // Counted under the read lock: see `stop_reading`.
+                    self.begin_call();
                     let more = rs.maybe_more || rs.decoder.has_complete_record();
                     return ReadOutcome::Record { record, more };
                 }
@@ -241,13 +256,23 @@ impl Connection {
         }
     }
 
-    /// Counts a call just read as in flight. Owner only, after [`Connection::at_limit`]
-    /// returned false, so the count never exceeds the limit.
-    pub(crate) fn begin_call(&self) {
+    /// Counts a call just taken off the connection as in flight, on the connection
+    /// and server-wide. Owner only, under the read lock, after
+    /// [`Connection::at_limit`] returned false, so the count never exceeds the limit.
+    fn begin_call(&self) {
         // Relaxed would do for the count itself (only the owner increments); SeqCst
         // keeps every access in the throttle protocol in one total order.
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.counters().in_flight.begin();
         self.counters().note_in_flight(now);
+    }
+
+    /// Stops reading for good (server draining; any thread). Returns once no
+    /// owner is inside [`Connection::read_record`]: from then on every call ever
+    /// taken off this connection is counted in flight (the count is made under
+    /// the same lock), and no more will be.
+    pub(crate) fn stop_reading(&self) {
+        lock(&self.read).stopped = true;
     }
 
     // ---- write side: any thread, and the poller ----
@@ -302,6 +327,7 @@ impl Connection {
         }
         // SeqCst: decrement, then load `throttled` (the other half of `at_limit`).
         self.in_flight.fetch_sub(n, Ordering::SeqCst);
+        self.counters().in_flight.end(u64::from(n));
         self.throttled.load(Ordering::SeqCst) && self.throttled.swap(false, Ordering::SeqCst)
     }
 
@@ -327,6 +353,16 @@ impl Connection {
 
     pub(crate) fn stream(&self) -> &TcpStream {
         &self.stream
+    }
+}
+
+impl Drop for Connection {
+    /// Retires the calls still counted: replies left in the output buffer of a
+    /// connection closed before they could be written. Nothing else can remain,
+    /// since a running call holds a reference to its connection.
+    fn drop(&mut self) {
+        let left = *self.in_flight.get_mut();
+        self.counters().in_flight.end(u64::from(left));
     }
 }
 

@@ -24,7 +24,8 @@
 //!    complete record is assembled or the socket says `WouldBlock`. A partial record
 //!    stays in the decoder and the thread returns at once: a client that sends half a
 //!    call holds no thread.
-//! 4. With one record in hand it counts the call in flight and releases the claim
+//! 4. With one record in hand it counts the call in flight (on the connection and
+//!    server-wide, still under the connection's read lock) and releases the claim
 //!    *before* processing it, asking for a re-queue (`more`) if the decoder holds
 //!    another complete record or the socket may hold unread bytes: the last read
 //!    filled the buffer, or DATA was set when this owner cleared it but it never
@@ -65,6 +66,24 @@
 //! that never reads its replies thus stops being read: its calls back up in its own
 //! socket buffers, it holds no thread, and the server holds at most the limit's worth
 //! of replies for it.
+//!
+//! # Draining
+//!
+//! A call is in flight from the moment its record is taken off the connection
+//! (counted under the read lock) until its reply has reached the kernel, from the
+//! sender's own write or from the output buffer by the poller, or the call is
+//! dropped. Besides the per-connection count used for back-pressure, a
+//! server-wide count (`stats::InFlight`, one cache line of its own: one add and
+//! one subtract per call) is what [`Server::drain`](crate::Server::drain) waits
+//! on. A connection dropped with replies still buffered retires them then.
+//!
+//! To stop reading, each poller sets every connection's `stopped` flag under its
+//! read lock: after that, every call ever taken off the connection is counted and
+//! no owner takes another (`ReadOutcome::Stopped`); records the decoder assembled
+//! but no owner took are discarded with the unread bytes. The poller also stops
+//! notifying readable connections, so a draining server wakes no thread for
+//! calls it will not read. Writable edges are still served: buffered replies go
+//! out as clients read them.
 //!
 //! # Closing
 //!

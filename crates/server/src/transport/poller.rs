@@ -38,6 +38,9 @@ pub(crate) enum PollerMsg {
     },
     /// A torn-down connection: deregister it and drop the poller's reference.
     Remove(u64),
+    /// Server draining: stop reading every connection (and any added later), then
+    /// acknowledge on the channel.
+    StopReading(Sender<()>),
     /// Close every connection and exit.
     Shutdown,
 }
@@ -80,6 +83,12 @@ impl PollerHandle {
     pub(crate) fn shutdown(&self) {
         self.send(PollerMsg::Shutdown);
     }
+
+    /// Asks the poller to stop reading its connections; `done` gets `()` once
+    /// it has. False if the poller has exited (its connections are closed).
+    pub(crate) fn stop_reading(&self, done: Sender<()>) -> bool {
+        self.send(PollerMsg::StopReading(done))
+    }
 }
 
 impl fmt::Debug for PollerHandle {
@@ -99,6 +108,8 @@ struct Poller {
     max_record_size: usize,
     conns: HashMap<u64, Arc<Task<Connection>>>,
     metrics: Option<Arc<Metrics>>,
+    /// Set by [`PollerMsg::StopReading`]: connections added later are stopped too.
+    reading_stopped: bool,
 }
 
 /// Starts poller `index`, whose connections are scheduled on pool `index`.
@@ -121,6 +132,7 @@ pub(crate) fn spawn_poller(
         max_record_size,
         conns: HashMap::new(),
         metrics,
+        reading_stopped: false,
     };
     let name = format!("rnfs-poll-{index}");
     let thread = std::thread::Builder::new()
@@ -165,8 +177,9 @@ impl Poller {
                     }
                 }
                 // Hang-up is reported as readable too: the owner reads the remaining
-                // bytes, then EOF, and closes.
-                if event.is_readable() || event.is_read_closed() {
+                // bytes, then EOF, and closes. Once reading has stopped (draining),
+                // no thread would read: wake none.
+                if (event.is_readable() || event.is_read_closed()) && !self.reading_stopped {
                     self.sched.notify(task);
                 }
             }
@@ -194,6 +207,14 @@ impl Poller {
                         let fd = task.stream().as_raw_fd();
                         let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
                     }
+                }
+                PollerMsg::StopReading(done) => {
+                    self.reading_stopped = true;
+                    for task in self.conns.values() {
+                        task.stop_reading();
+                    }
+                    // The drain may have given up waiting: nothing to tell then.
+                    let _ = done.send(());
                 }
                 PollerMsg::Shutdown => return true,
             }
@@ -224,15 +245,25 @@ impl Poller {
                 .as_ref()
                 .map(|m| m.open_connection(peer.ip(), id)),
         );
+        if self.reading_stopped {
+            conn.stop_reading();
+        }
         let task = self.sched.new_task(conn, self.index);
         tracing::debug!(%peer, id, poller = self.index, "connection accepted");
         self.conns.insert(id, task);
     }
 
-    /// Shuts every connection's socket and drops the poller's references; the
+    /// Makes a last attempt to write each connection's buffered replies (without
+    /// blocking), shuts every socket and drops the poller's references; the
     /// scheduler's shutdown drops the rest.
     fn close_all(&mut self) {
         for task in self.conns.values() {
+            if task.write_pending() {
+                if let Ok(done) = task.flush() {
+                    // Nothing is read any more: no need to lift back-pressure.
+                    let _ = task.complete(done);
+                }
+            }
             task.shutdown_socket();
         }
         self.conns.clear();
