@@ -54,6 +54,10 @@ fn connect_one(server: SocketAddr, i: u32) -> std::io::Result<TcpStream> {
         Some(Protocol::TCP),
     )?;
     if let Some(ip) = source(server, i) {
+        // Pick the port at connect time, by the whole 4-tuple: a bind to port
+        // 0 would reserve one (and skip ports still in TIME_WAIT).
+        nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::IpBindAddressNoPort, &true)
+            .map_err(std::io::Error::from)?;
         sock.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
     }
     sock.connect(&SockAddr::from(server))?;
