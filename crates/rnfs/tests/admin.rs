@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,38 +22,8 @@ use rnfs_nfs3::{CreateHow3, FileHandle, Nfsstat3, Sattr3, StableHow};
 use rnfs_server::metrics::StatsSnapshot;
 use serde_json::{json, Value};
 
-fn rnfs() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rnfs"));
-    c.env_remove("RUST_LOG");
-    c
-}
-
-/// A fresh empty directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("rnfs-admin-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// The directory as an argument (EXPORT_DIR of memory-backed servers).
-    fn arg(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::{rnfs, TempDir};
 
 /// A running `rnfs serve`, killed on drop if the test did not stop it.
 struct Serve {

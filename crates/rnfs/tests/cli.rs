@@ -8,8 +8,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -17,29 +16,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use rnfs_rpc::{decode_reply, encode_call, Auth, ReplyStatus};
 
-fn rnfs() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rnfs"));
-    c.env_remove("RUST_LOG");
-    c
-}
-
-/// A fresh empty directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("rnfs-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::{rnfs, TempDir};
 
 /// Kills the child if the test fails before stopping it.
 struct Running(Child);

@@ -6,36 +6,12 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, UNIX_EPOCH};
 
-fn rnfs() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rnfs"));
-    c.env_remove("RUST_LOG").env("TZ", "UTC");
-    c
-}
-
-/// A fresh empty directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("rnfs-cc-{tag}-{}-{n}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::{rnfs, TempDir};
 
 /// `rnfs serve` on a temporary export; killed on drop.
 struct Server {

@@ -220,7 +220,7 @@ impl Workload {
             access_rec: Vec::new(),
             commit_rec: Vec::new(),
             payload: vec![0x5a; p.size as usize].into(),
-            tag: run_tag(),
+            tag: rnfs_client::transport::xid_seed(),
             max_reply: (p.size.max(p.dir_page) as usize) + (64 << 10),
         };
         let mut buf = Vec::new();
@@ -699,15 +699,6 @@ fn call_header(cred: &Credential, proc_: u32) -> Vec<u8> {
         &auth,
     );
     out
-}
-
-/// A tag that differs between runs (time and process id).
-fn run_tag() -> u32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
-        .unwrap_or(0);
-    nanos ^ std::process::id().rotate_left(16)
 }
 
 /// xorshift64*: deterministic per seed, no dependency.

@@ -371,8 +371,10 @@ fn encode_request<A: Encode + ?Sized>(
     out
 }
 
-/// A starting XID that differs between clients and runs of the program.
-fn xid_seed() -> u32 {
+/// A starting XID that differs between clients and runs of the program (time
+/// and process id), so a server's duplicate request cache does not mistake a
+/// new client's calls for an earlier one's.
+pub fn xid_seed() -> u32 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
