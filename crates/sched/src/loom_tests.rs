@@ -1,7 +1,8 @@
 //! loom models of the wake protocol (run with `ci/loom.sh`):
-//! going idle loses no wake-up, at most one thread waking, the busy flag
-//! admits one reader, a shrink request has exactly one victim and passes the
-//! work on, and shutdown wakes everyone.
+//! going idle loses no wake-up, at most one thread waking, a woken thread
+//! always has work (direct hand-off), the busy flag admits one reader, a
+//! shrink request has exactly one victim and passes the work on, and
+//! shutdown wakes everyone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -114,6 +115,35 @@ fn at_most_one_thread_waking() {
         for w in workers {
             w.join().unwrap();
         }
+    });
+}
+
+/// Two workers, two producers, two tasks: whatever the interleaving (a
+/// running worker finishing and looking at the queue while another is being
+/// woken for the next task), no worker is woken to find nothing. Before the
+/// direct hand-off this model failed: the running worker took the task the
+/// woken one was woken for.
+#[test]
+fn woken_threads_always_have_work() {
+    loom::model(|| {
+        let pool = pool(2, 2, 2);
+        let done = Arc::new(Done::default());
+        let workers: Vec<_> = (0..2)
+            .map(|_| worker(Arc::clone(&pool), Arc::clone(&done)))
+            .collect();
+        let p = Arc::clone(&pool);
+        let producer = thread::spawn(move || produce(&p, &Arc::new(Task::new(1, 0))));
+        produce(&pool, &Arc::new(Task::new(2, 0)));
+        producer.join().unwrap();
+        done.wait_for(2);
+        let (before_shutdown, _) = pool.stats();
+        assert!(before_shutdown.wakeups <= 2, "{before_shutdown:?}");
+        shutdown(&pool);
+        for w in workers {
+            assert_eq!(w.join().unwrap(), ExitReason::Shutdown);
+        }
+        let (stats, _) = pool.stats();
+        assert_eq!(stats.wasted_wakeups, 0, "{stats:?}");
     });
 }
 

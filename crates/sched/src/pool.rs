@@ -10,28 +10,38 @@
 //! after the idle timeout above the minimum, or at shutdown. Before exiting it
 //! passes pending work on (wakes the next thread) so nothing is stranded.
 
+use std::ptr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::policy::{ListWalk, WakeAll, WakeOne};
 use crate::stats::{PoolCounters, PoolStats, Retired, WorkerStats};
-use crate::sync::{self, AtomicBool, AtomicUsize, Mutex, Ordering, Parker};
+use crate::sync::{self, AtomicBool, AtomicPtr, AtomicUsize, Mutex, Ordering, Parker};
 use crate::task::Task;
 use crate::Policy;
 
 /// One service thread's shared half.
-#[derive(Debug)]
-pub(crate) struct WorkerSlot {
+pub(crate) struct WorkerSlot<T> {
     /// Index in the pool's registry; reused after the thread exits.
     pub(crate) id: u32,
     parker: Parker,
     /// List-walk only: idle and not claimed. Changed only under that
     /// policy's lock (Relaxed suffices there).
     pub(crate) listed_idle: AtomicBool,
+    /// Lwq only: the task handed over by the waker that popped this thread
+    /// off the idle stack (an owned `Arc` from `Arc::into_raw`), or null.
+    /// Written only by that waker, taken only by this thread after waking.
+    handed: AtomicPtr<Task<T>>,
     pub(crate) stats: WorkerStats,
 }
 
-impl WorkerSlot {
+// SAFETY: `handed` holds an owned `Arc<Task<T>>`; moving it between threads is
+// sending that `Arc`, which is Send + Sync when T is. The rest is Send + Sync.
+unsafe impl<T: Send + Sync> Send for WorkerSlot<T> {}
+// SAFETY: as above; `handed` is only accessed through atomic swaps.
+unsafe impl<T: Send + Sync> Sync for WorkerSlot<T> {}
+
+impl<T> WorkerSlot<T> {
     pub(crate) fn notify(&self) {
         self.parker.notify();
     }
@@ -40,12 +50,50 @@ impl WorkerSlot {
     pub(crate) fn park_until_notified(&self, timeout: Option<Duration>) -> bool {
         self.parker.wait(timeout)
     }
+
+    /// Gives `task` to this thread, which must be off the idle stack and not
+    /// yet notified. Returns a task already there, which cannot happen (a
+    /// thread takes its task before it can idle again) but is never dropped.
+    pub(crate) fn hand(&self, task: Arc<Task<T>>) -> Option<Arc<Task<T>>> {
+        let raw = Arc::into_raw(task).cast_mut();
+        // Release: the thread's acquire swap in `take_handed` sees the task
+        // as the waker left it (the parker orders this too; this does not
+        // depend on it).
+        let previous = self.handed.swap(raw, Ordering::AcqRel);
+        debug_assert!(previous.is_null(), "two tasks handed to one wake-up");
+        // SAFETY: a non-null value was stored by `hand` from `Arc::into_raw`
+        // and the swap took it out, so we own that strong count.
+        (!previous.is_null()).then(|| unsafe { Arc::from_raw(previous) })
+    }
+
+    /// The task handed to this thread, if any.
+    pub(crate) fn take_handed(&self) -> Option<Arc<Task<T>>> {
+        // Acquire: pairs with the release half of `hand`'s swap.
+        let raw = self.handed.swap(ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: as in `hand`: non-null values are owned `Arc`s.
+        (!raw.is_null()).then(|| unsafe { Arc::from_raw(raw) })
+    }
+}
+
+impl<T> Drop for WorkerSlot<T> {
+    fn drop(&mut self) {
+        drop(self.take_handed());
+    }
+}
+
+impl<T> std::fmt::Debug for WorkerSlot<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerSlot")
+            .field("id", &self.id)
+            .field("listed_idle", &self.listed_idle)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Registry of a pool's live threads; behind the pool mutex.
-#[derive(Debug, Default)]
-pub(crate) struct Synced {
-    pub(crate) slots: Vec<Option<Arc<WorkerSlot>>>,
+#[derive(Debug)]
+pub(crate) struct Synced<T> {
+    pub(crate) slots: Vec<Option<Arc<WorkerSlot<T>>>>,
     free_ids: Vec<u32>,
     pub(crate) retired: Retired,
     /// Lwq policy: the idle stack (here so a waker pops and finds the slot
@@ -188,7 +236,7 @@ pub(crate) struct Pool<T> {
     pub(crate) cpus: Vec<usize>,
     pub(crate) ctl: PoolCtl,
     pub(crate) counters: PoolCounters,
-    pub(crate) synced: Mutex<Synced>,
+    pub(crate) synced: Mutex<Synced<T>>,
     pub(crate) policy: PolicyState<T>,
     epoch: Instant,
 }
@@ -221,7 +269,7 @@ impl<T> Pool<T> {
     }
 
     /// Registers the calling thread; returns its slot.
-    pub(crate) fn register(&self) -> Arc<WorkerSlot> {
+    pub(crate) fn register(&self) -> Arc<WorkerSlot<T>> {
         let mut synced = sync::lock(&self.synced);
         let id = synced
             .free_ids
@@ -231,6 +279,7 @@ impl<T> Pool<T> {
             id,
             parker: Parker::for_current_thread(),
             listed_idle: AtomicBool::new(false),
+            handed: AtomicPtr::new(ptr::null_mut()),
             stats: WorkerStats::new(),
         });
         let idx = id as usize;
@@ -246,7 +295,7 @@ impl<T> Pool<T> {
     }
 
     /// Removes an exiting thread, keeping its figures.
-    pub(crate) fn unregister(&self, slot: &WorkerSlot) {
+    pub(crate) fn unregister(&self, slot: &WorkerSlot<T>) {
         if let PolicyState::ListWalk(lw) = &self.policy {
             lw.remove_thread(slot);
         }
@@ -276,7 +325,7 @@ impl<T> Pool<T> {
     }
 
     /// Blocks until there is a task for `me`, or `me` must exit.
-    pub(crate) fn next_work(&self, me: &WorkerSlot) -> Next<T> {
+    pub(crate) fn next_work(&self, me: &WorkerSlot<T>) -> Next<T> {
         match &self.policy {
             PolicyState::Lwq(p) => p.next_work(self, me),
             PolicyState::ListWalk(p) => p.next_work(self, me),
@@ -355,9 +404,20 @@ impl<T> Pool<T> {
     }
 }
 
-impl Synced {
+impl<T> Default for Synced<T> {
+    fn default() -> Self {
+        Synced {
+            slots: Vec::new(),
+            free_ids: Vec::new(),
+            retired: Retired::default(),
+            idle: crate::idle::IdleStack::default(),
+        }
+    }
+}
+
+impl<T> Synced<T> {
     /// The slot registered under `id`.
-    pub(crate) fn slot(&self, id: u32) -> Option<Arc<WorkerSlot>> {
+    pub(crate) fn slot(&self, id: u32) -> Option<Arc<WorkerSlot<T>>> {
         self.slots.get(id as usize).and_then(Clone::clone)
     }
 }

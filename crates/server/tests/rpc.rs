@@ -87,6 +87,51 @@ fn pipelined_calls_on_one_connection_are_all_answered() {
     assert!(server.stats().peak_in_flight <= rnfs_server::Limits::DEFAULT_MAX_IN_FLIGHT_PER_CONN);
 }
 
+/// Replies written by many threads to one socket: every reply arrives exactly
+/// once and whole, including when the client reads late and the socket fills
+/// (replies then wait in the output buffer for the poller), and every call is
+/// retired (in flight back to 0).
+#[test]
+fn replies_from_many_threads_arrive_whole_and_are_all_retired() {
+    const CONNS: u32 = 4;
+    const CALLS: u32 = 3000;
+    let server = start();
+    let addr = addr(&server);
+    let clients: Vec<_> = (0..CONNS)
+        .map(|c| {
+            std::thread::spawn(move || {
+                let mut s = connect(addr);
+                let base = c * 100_000;
+                let mut batch = Vec::new();
+                for xid in 0..CALLS {
+                    batch.extend(call_bytes(base + xid, NFS, 3, 0));
+                }
+                let mut writer = s.try_clone().unwrap();
+                let sender = std::thread::spawn(move || writer.write_all(&batch).unwrap());
+                // Read late: the server's socket buffer fills and replies queue.
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                let mut seen = HashSet::new();
+                for _ in 0..CALLS {
+                    let record = read_record(&mut s).unwrap();
+                    let reply = decode_reply(&record).unwrap();
+                    assert_eq!(reply.header.status, ReplyStatus::Success);
+                    assert!(seen.insert(reply.header.xid), "duplicate reply");
+                }
+                sender.join().unwrap();
+                assert_eq!(seen, (base..base + CALLS).collect());
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while server.in_flight() != 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(server.in_flight(), 0, "calls answered but never retired");
+}
+
 #[test]
 fn many_clients_in_parallel() {
     let server = start();

@@ -23,7 +23,7 @@ pub(crate) struct ListWalk<T> {
 struct Synced<T> {
     queue: VecDeque<Arc<Task<T>>>,
     /// Every thread, in start order; the walk always starts at the front.
-    threads: Vec<Arc<WorkerSlot>>,
+    threads: Vec<Arc<WorkerSlot<T>>>,
     idle: u64,
     waking: u64,
 }
@@ -50,11 +50,11 @@ impl<T> ListWalk<T> {
         self.waking.load(Relaxed)
     }
 
-    pub(crate) fn add_thread(&self, slot: Arc<WorkerSlot>) {
+    pub(crate) fn add_thread(&self, slot: Arc<WorkerSlot<T>>) {
         lock(&self.synced).threads.push(slot);
     }
 
-    pub(crate) fn remove_thread(&self, slot: &WorkerSlot) {
+    pub(crate) fn remove_thread(&self, slot: &WorkerSlot<T>) {
         let mut g = lock(&self.synced);
         if let Some(pos) = g.threads.iter().position(|t| t.id == slot.id) {
             g.threads.remove(pos);
@@ -67,7 +67,7 @@ impl<T> ListWalk<T> {
     }
 
     /// The walk: O(threads) under the lock.
-    fn claim_first_idle(&self, g: &mut Synced<T>, pool: &Pool<T>) -> Option<Arc<WorkerSlot>> {
+    fn claim_first_idle(&self, g: &mut Synced<T>, pool: &Pool<T>) -> Option<Arc<WorkerSlot<T>>> {
         let found = g
             .threads
             .iter()
@@ -110,7 +110,7 @@ impl<T> ListWalk<T> {
         }
     }
 
-    pub(crate) fn next_work(&self, pool: &Pool<T>, me: &WorkerSlot) -> Next<T> {
+    pub(crate) fn next_work(&self, pool: &Pool<T>, me: &WorkerSlot<T>) -> Next<T> {
         let mut g = lock(&self.synced);
         let mut woken = false;
         loop {
@@ -152,7 +152,7 @@ impl<T> ListWalk<T> {
         }
     }
 
-    fn try_retire(&self, pool: &Pool<T>, me: &WorkerSlot) -> bool {
+    fn try_retire(&self, pool: &Pool<T>, me: &WorkerSlot<T>) -> bool {
         if !pool.ctl.reserve_retirement() {
             return false;
         }

@@ -107,7 +107,7 @@ impl<T> WakeAll<T> {
         }
     }
 
-    pub(crate) fn next_work(&self, pool: &Pool<T>, me: &WorkerSlot) -> Next<T> {
+    pub(crate) fn next_work(&self, pool: &Pool<T>, me: &WorkerSlot<T>) -> Next<T> {
         let mut g = lock(&self.synced);
         let mut woken = false;
         loop {

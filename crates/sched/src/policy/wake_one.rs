@@ -19,6 +19,16 @@
 //!
 //! A woken thread decrements `waking` as soon as it runs, before any work, so
 //! a thread that blocks in its handler never holds the waking bound.
+//!
+//! **Direct hand-off.** A waker that wakes a thread for work pops the oldest
+//! task itself and hands it to the thread it wakes ([`WorkerSlot::hand`]), so
+//! a woken thread never finds that a running thread took its work first (a
+//! wasted wake-up: Linux's `svc_recv` pays one then). The order is: claim a
+//! thread (one CAS on `state`), pop a task, pop the thread's stack entry and
+//! hand the task over, notify. If the pop finds nothing (a running thread took
+//! the task), the claim is given back without touching the stack, and since
+//! giving it back ends a "waking" that another producer may have relied on
+//! (pair 2), the waker then fences and looks again, like a woken thread.
 
 use std::sync::Arc;
 
@@ -63,7 +73,45 @@ impl<T> WakeOne<T> {
         self.pending.push(task);
         // Fence pair 1 and 2, producer side: push, fence, read `state`.
         fence(SeqCst);
-        self.notify_one_idle(pool, self.max_waking);
+        self.wake_with_task(pool, self.max_waking);
+    }
+
+    /// Wakes a thread for whatever is pending: with a task handed over if
+    /// one is queued, bare for a control request. The caller has fenced.
+    fn wake_for_pending(&self, pool: &Pool<T>, bound: u64) {
+        if !self.pending.is_empty() {
+            self.wake_with_task(pool, bound);
+        } else if pool.ctl.control_pending() {
+            self.notify_one_idle(pool, bound);
+        }
+    }
+
+    /// Claims an idle thread (unless `bound` are waking or none is idle),
+    /// pops the oldest pending task and hands it to that thread. Returns
+    /// whether a thread was woken.
+    fn wake_with_task(&self, pool: &Pool<T>, bound: u64) -> bool {
+        loop {
+            let Some(before) = self.claim(bound) else {
+                return false;
+            };
+            if let Some(task) = self.pending.pop() {
+                return self.wake_claimed(pool, before, Some(task));
+            }
+            // Someone took the task: give the claim back (one idle unit
+            // again, one waking less; the stack entry was never popped).
+            self.state
+                .fetch_sub(State::ONE_WAKING - State::ONE_IDLE, SeqCst);
+            // Fence pair 2, as a woken thread: a producer that saw our claim
+            // and woke nobody has pushed before this fence, or sees the
+            // release and wakes a thread itself.
+            fence(SeqCst);
+            if self.pending.is_empty() {
+                if pool.ctl.control_pending() {
+                    self.notify_one_idle(pool, bound);
+                }
+                return false;
+            }
+        }
     }
 
     /// Work a thread must come and do: a pending task or a control request.
@@ -71,24 +119,38 @@ impl<T> WakeOne<T> {
         !self.pending.is_empty() || pool.ctl.control_pending()
     }
 
-    /// Wakes the most recently idled thread, unless `bound` threads are
-    /// already waking or none is idle. Returns whether one was woken.
+    /// Wakes the most recently idled thread without a task (for a control
+    /// request), unless `bound` threads are already waking or none is idle.
+    /// Returns whether one was woken.
     pub(crate) fn notify_one_idle(&self, pool: &Pool<T>, bound: u64) -> bool {
+        match self.claim(bound) {
+            Some(before) => self.wake_claimed(pool, before, None),
+            None => false,
+        }
+    }
+
+    /// Moves one idle unit to waking (one CAS) unless `bound` threads are
+    /// waking or none is idle; returns the state before.
+    fn claim(&self, bound: u64) -> Option<State> {
         let mut s = self.state();
         loop {
             if s.waking() >= bound || s.idle() == 0 {
-                return false;
+                return None;
             }
             match self
                 .state
                 .compare_exchange_weak(s.0, s.claim_one().0, SeqCst, SeqCst)
             {
-                Ok(_) => break,
+                Ok(_) => return Some(s),
                 Err(actual) => s = State(actual),
             }
         }
+    }
+
+    /// Pops the claimed thread off the stack, hands it `task`, wakes it.
+    fn wake_claimed(&self, pool: &Pool<T>, before: State, task: Option<Arc<Task<T>>>) -> bool {
         if !pool.ctl.shutdown.load(Ordering::Relaxed) {
-            pool.counters.note_waking(s.waking() + 1);
+            pool.counters.note_waking(before.waking() + 1);
         }
         // Our claim guarantees an entry: idle <= stack length (idle.rs).
         let slot = {
@@ -97,10 +159,18 @@ impl<T> WakeOne<T> {
             id.and_then(|id| synced.slot(id))
         };
         let Some(slot) = slot else {
-            debug_assert!(false, "idle count without an idle thread: {s:?}");
+            debug_assert!(false, "idle count without an idle thread: {before:?}");
             self.state.fetch_sub(State::ONE_WAKING, SeqCst);
+            if let Some(task) = task {
+                self.pending.push(task);
+            }
             return false;
         };
+        if let Some(task) = task {
+            if let Some(stray) = slot.hand(task) {
+                self.pending.push(stray);
+            }
+        }
         pool.counters.wakeups.fetch_add(1, Ordering::Relaxed);
         slot.notify();
         true
@@ -119,29 +189,33 @@ impl<T> WakeOne<T> {
     /// Before exiting: if work remains, wake the next thread.
     fn pass_on(&self, pool: &Pool<T>) {
         fence(SeqCst);
-        if self.has_work(pool) {
-            let bound = if pool.ctl.shutdown.load(SeqCst) {
-                u64::MAX
-            } else {
-                self.max_waking
-            };
-            self.notify_one_idle(pool, bound);
-        }
+        let bound = if pool.ctl.shutdown.load(SeqCst) {
+            u64::MAX
+        } else {
+            self.max_waking
+        };
+        self.wake_for_pending(pool, bound);
     }
 
-    pub(crate) fn next_work(&self, pool: &Pool<T>, me: &WorkerSlot) -> Next<T> {
+    pub(crate) fn next_work(&self, pool: &Pool<T>, me: &WorkerSlot<T>) -> Next<T> {
         let mut woken = false;
         loop {
-            if let Some(reason) = pool.ctl.claim_exit(&pool.counters) {
-                self.pass_on(pool);
-                return Next::Exit(reason);
-            }
-            if let Some(task) = self.pending.pop() {
+            // A woken thread runs what it was handed before anything else,
+            // even an exit: the task is off the queue and only it has it.
+            let task = match woken.then(|| me.take_handed()).flatten() {
+                Some(task) => Some(task),
+                None => {
+                    if let Some(reason) = pool.ctl.claim_exit(&pool.counters) {
+                        self.pass_on(pool);
+                        return Next::Exit(reason);
+                    }
+                    self.pending.pop()
+                }
+            };
+            if let Some(task) = task {
                 // Fence pair 2, woken side: chain only if work remains.
                 fence(SeqCst);
-                if self.has_work(pool) {
-                    self.notify_one_idle(pool, self.max_waking);
-                }
+                self.wake_for_pending(pool, self.max_waking);
                 return Next::Work(task);
             }
             if woken {
@@ -159,7 +233,7 @@ impl<T> WakeOne<T> {
                     woken = false;
                     continue;
                 }
-                self.notify_one_idle(pool, self.max_waking);
+                self.wake_for_pending(pool, self.max_waking);
             }
             loop {
                 if me.park_until_notified(pool.ctl.retire_timeout()) {
@@ -177,7 +251,7 @@ impl<T> WakeOne<T> {
 
     /// Publishes `me` as idle: on the stack first, then counted, both under
     /// the lock, so `idle <= stack length` holds at every instant.
-    fn transition_to_idle(&self, pool: &Pool<T>, me: &WorkerSlot) {
+    fn transition_to_idle(&self, pool: &Pool<T>, me: &WorkerSlot<T>) {
         let mut synced = lock(&pool.synced);
         synced.idle.push(me.id);
         let before = State(self.state.fetch_add(State::ONE_IDLE, SeqCst));
@@ -194,7 +268,7 @@ impl<T> WakeOne<T> {
 
     /// Leaves the idle stack at once if `me` is still on it and an
     /// unclaimed idle unit remains (see `try_retire`); returns whether it did.
-    fn try_unidle(&self, pool: &Pool<T>, me: &WorkerSlot) -> bool {
+    fn try_unidle(&self, pool: &Pool<T>, me: &WorkerSlot<T>) -> bool {
         let mut synced = lock(&pool.synced);
         if !synced.idle.is_linked(me.id) {
             return false;
@@ -213,7 +287,7 @@ impl<T> WakeOne<T> {
 
     /// After the idle timeout: leave the stack unless a waker has claimed a
     /// thread we cannot tell apart from us, and only above the minimum.
-    fn try_retire(&self, pool: &Pool<T>, me: &WorkerSlot) -> bool {
+    fn try_retire(&self, pool: &Pool<T>, me: &WorkerSlot<T>) -> bool {
         if !pool.ctl.reserve_retirement() {
             return false;
         }
