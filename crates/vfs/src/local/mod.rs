@@ -75,9 +75,14 @@
 //! 32 KiB as the sink keeps taking entries, so a small page reads little more
 //! than it returns. The cookie verifier is always zero (as knfsd on these file
 //! systems); a cookie with any other verifier is [`FsError::BadCookie`]. With
-//! `plus`, each entry is opened `O_PATH`, stat'ed and given its handle (one
-//! object for all three, so they cannot disagree); an entry that vanished meanwhile
-//! carries no plus data.
+//! `plus`, a privileged backend takes each entry's handle by name
+//! (`name_to_handle_at`, not following) and then its attributes (`fstatat`,
+//! not following), and keeps the pair only if the inode is the one `getdents`
+//! listed on the export's mount: two calls per entry (see `readdir.rs` for why
+//! they cannot disagree). Otherwise, and always when unprivileged (the
+//! descriptor fills the handle cache), the entry is opened `O_PATH`, stat'ed
+//! and given its handle (one object for all three). An entry that vanished
+//! meanwhile, or that is on another mount, carries no plus data.
 //!
 //! # Credentials
 //! The backend never switches identities: the server sets the thread's fsuid,
@@ -220,6 +225,8 @@ pub struct LocalFs {
     root_handle: BackendHandle,
     root_dev: u64,
     root_ino: u64,
+    /// The mount of the export directory (`name_to_handle_at`'s mount id).
+    root_mount_id: i32,
     fsid: u64,
     read_only: bool,
     resolver: Resolver,
@@ -426,6 +433,7 @@ impl LocalFs {
             root_handle,
             root_dev,
             root_ino: root_stat.st_ino,
+            root_mount_id: kernel.mount_id,
             fsid: options.fsid.unwrap_or(root_dev),
             read_only: options.read_only || statvfs.f_flag.contains(rfs::StatVfsMountFlags::RDONLY),
             resolver,

@@ -2,14 +2,15 @@
 //! docs: `.` and `..` first with tagged cookies, then the kernel's entries with
 //! their own `d_off`.
 
+use std::ffi::CStr;
 use std::mem::MaybeUninit;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use rustix::fs::{self as rfs, AtFlags, OFlags, RawDir, SeekFrom};
 use rustix::io::Errno;
 
-use super::{errno, LocalFs, Node};
-use crate::{BackendHandle, CookieVerifier, DirEntry, FsError, FsResult};
+use super::{errno, handle, sys, LocalFs, Node};
+use crate::{Attr, BackendHandle, CookieVerifier, DirEntry, FsError, FsResult};
 
 /// The cookie verifier: cookies are positions the file system keeps stable, so
 /// there is nothing to verify (knfsd sends zeros for these file systems too).
@@ -91,6 +92,8 @@ impl LocalFs {
                 e => errno(e),
             })?;
         }
+        // The handle cache (unprivileged) needs a descriptor per entry.
+        let by_name = self.privileged();
         // Small first: a sink often takes a hundred entries, and every entry
         // read beyond those is work thrown away. Doubles per refill.
         let mut buf = vec![MaybeUninit::<u8>::uninit(); MAX_BUF];
@@ -99,22 +102,22 @@ impl LocalFs {
             let mut entries = RawDir::new(fd.as_fd(), &mut buf[..len]);
             while let Some(entry) = entries.next() {
                 let entry = entry.map_err(errno)?;
-                let name = entry.file_name().to_bytes();
+                let c_name = entry.file_name();
+                let name = c_name.to_bytes();
                 if name != b"." && name != b".." {
                     let cookie = entry.next_entry_cookie();
                     if cookie == 0 || cookie & TAG != 0 {
                         // Not a file system whose positions we can hand out.
                         return Err(FsError::Io);
                     }
+                    let d_ino = entry.ino();
                     let extra = if plus {
-                        self.open_child_path(fd.as_fd(), name)
-                            .ok()
-                            .and_then(|child| self.describe_path(child).ok())
+                        self.entry_plus(fd.as_fd(), c_name, d_ino, by_name)
                     } else {
                         None
                     };
                     let entry = DirEntry {
-                        fileid: entry.ino(),
+                        fileid: d_ino,
                         name,
                         cookie,
                         plus: extra,
@@ -131,5 +134,141 @@ impl LocalFs {
             }
             return Ok(true);
         }
+    }
+
+    /// READDIRPLUS data of the entry `name` of `dir`, which `getdents` listed
+    /// with inode `d_ino`: by name if `by_name` and it can vouch for the pair,
+    /// else from an `O_PATH` descriptor of the entry (four calls, and the
+    /// unprivileged handle cache keeps the descriptor).
+    fn entry_plus(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &CStr,
+        d_ino: u64,
+        by_name: bool,
+    ) -> Option<(BackendHandle, Attr)> {
+        if by_name {
+            if let Some(found) = self.entry_plus_by_name(dir, name, d_ino) {
+                return Some(found);
+            }
+        }
+        let child = self.open_child_path(dir, name.to_bytes()).ok()?;
+        self.describe_path(child).ok()
+    }
+
+    /// READDIRPLUS data of the entry `name` of `dir`, which `getdents` listed
+    /// with inode `d_ino`, in two calls and no descriptor: the handle by name,
+    /// then the attributes by name. `None` unless both are provably of the
+    /// listed inode on the export's mount; the caller then takes the
+    /// descriptor path.
+    ///
+    /// Why the pair cannot disagree: the handle is taken at t1, the stat at
+    /// t2 > t1, and the stat must show `d_ino`, read by `getdents` at t0 < t1.
+    /// Any rebinding of the name after t0 that is still in place at t2 shows
+    /// as another inode, and the pair is dropped. Passing with a handle of
+    /// another object needs the name to leave the listed inode before t1 and
+    /// come back to it (or to a recycled number) before t2: two renames
+    /// between two adjacent system calls. Even then the handle is of an object
+    /// that held the name during the call (or is deleted, so `Stale`), with
+    /// the attributes of the one holding it now: stale attributes, which a
+    /// client already revalidates. In the other order a single rename between
+    /// stat and handle would pair them unnoticed.
+    ///
+    /// A mismatch goes to the descriptor path rather than to no plus data: it
+    /// answers as before this path existed (nothing for a mount point, which
+    /// `openat2` will not cross, or a vanished name; a consistent pair for a
+    /// renamed one), and file systems whose `d_ino` is not `st_ino`
+    /// (overlayfs without xino, some FUSE) keep their attributes, at two more
+    /// calls per entry.
+    fn entry_plus_by_name(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &CStr,
+        d_ino: u64,
+    ) -> Option<(BackendHandle, Attr)> {
+        // Flags 0: a symlink is not followed. `name` is one component from
+        // getdents, so it stays in `dir` (or enters a mount on it: below).
+        let kernel = sys::name_to_handle(dir, name, 0).ok()?;
+        let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        // The mount id catches a mount of the same file system (a bind mount)
+        // on the name, which `st_dev` cannot tell apart.
+        let listed = stat.st_ino == d_ino
+            && stat.st_dev == self.root_dev
+            && kernel.mount_id == self.root_mount_id;
+        if !listed {
+            return None;
+        }
+        Some((handle::encode(&kernel)?, self.attr(&stat)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use std::os::unix::fs::MetadataExt;
+
+    use rustix::fs::FileType as RawType;
+
+    use super::*;
+    use crate::local::LocalOptions;
+    use crate::{Cred, Filesystem};
+
+    /// Every kind of entry is described by name as LOOKUP describes it. Then
+    /// the race the inode check closes, played in order: a name replaced after
+    /// `getdents` listed it is not described by name, and the descriptor path
+    /// describes what the name holds now.
+    #[test]
+    fn by_name_unless_the_name_was_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"a").unwrap();
+        std::fs::create_dir(dir.path().join("b")).unwrap();
+        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        if !fs.privileged() {
+            eprintln!("skipped: the by-name path is for privileged backends");
+            return;
+        }
+        let listed = std::fs::symlink_metadata(dir.path().join("a"))
+            .unwrap()
+            .ino();
+        let dir_fd = rfs::open(
+            dir.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            rfs::Mode::empty(),
+        )
+        .unwrap();
+        let lookup = |name: &[u8]| fs.lookup(&Cred::root(), &fs.root(), name).unwrap();
+
+        // Every kind is described by name, as LOOKUP describes it.
+        std::os::unix::fs::symlink("/etc", dir.path().join("l")).unwrap();
+        rfs::mknodat(&dir_fd, "p", RawType::Fifo, rfs::Mode::RUSR, 0).unwrap();
+        for (name, c_name) in [(&b"b"[..], c"b"), (b"l", c"l"), (b"p", c"p")] {
+            let path = dir.path().join(std::str::from_utf8(name).unwrap());
+            let ino = std::fs::symlink_metadata(path).unwrap().ino();
+            let (fh, attr) = fs.entry_plus_by_name(dir_fd.as_fd(), c_name, ino).unwrap();
+            let (l_fh, l_attr, _) = lookup(name);
+            assert_eq!((fh, attr), (l_fh, l_attr), "{name:?}");
+        }
+
+        let (fh, attr) = fs.entry_plus_by_name(dir_fd.as_fd(), c"a", listed).unwrap();
+        let (a_fh, a_attr, _) = lookup(b"a");
+        assert_eq!((fh, attr), (a_fh, a_attr));
+
+        // Another object takes the name: the listed inode no longer matches.
+        std::fs::remove_file(dir.path().join("a")).unwrap();
+        std::fs::rename(dir.path().join("b"), dir.path().join("a")).unwrap();
+        assert!(fs
+            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed)
+            .is_none());
+        let (fh, attr) = fs.entry_plus(dir_fd.as_fd(), c"a", listed, true).unwrap();
+        let (now_fh, now_attr, _) = lookup(b"a");
+        assert_eq!((fh, attr), (now_fh, now_attr));
+        assert_ne!(fh, a_fh);
+        assert_eq!(attr.ftype, crate::FileType::Directory);
+
+        // Gone: nothing either way.
+        std::fs::remove_dir(dir.path().join("a")).unwrap();
+        assert!(fs
+            .entry_plus(dir_fd.as_fd(), c"a", attr.fileid, true)
+            .is_none());
     }
 }

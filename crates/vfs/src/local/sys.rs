@@ -22,6 +22,8 @@ struct RawFileHandle {
 pub(super) struct KernelHandle {
     /// The file system's handle type (`FILEID_*`).
     pub(super) handle_type: i32,
+    /// The id of the mount the name resolved on (as in `/proc/self/mountinfo`).
+    pub(super) mount_id: i32,
     len: usize,
     bytes: [u8; MAX_HANDLE_SZ],
 }
@@ -38,7 +40,9 @@ fn last_errno() -> Errno {
 }
 
 /// `name_to_handle_at(dirfd, name, flags)`: the kernel's handle for `name` under
-/// `dirfd` (or `dirfd` itself with `""` and `AT_EMPTY_PATH`).
+/// `dirfd` (or `dirfd` itself with `""` and `AT_EMPTY_PATH`). Without
+/// `AT_SYMLINK_FOLLOW` a final symlink is not followed; a mount on `name` is
+/// entered (`mount_id` tells).
 pub(super) fn name_to_handle(
     dirfd: BorrowedFd<'_>,
     name: &CStr,
@@ -71,6 +75,7 @@ pub(super) fn name_to_handle(
     }
     Ok(KernelHandle {
         handle_type: raw.handle_type,
+        mount_id,
         len,
         bytes: raw.f_handle,
     })
