@@ -1,0 +1,66 @@
+//! A reconnect keeps its source port, so the server's duplicate request cache
+//! (keyed on the client's address and port) recognises the retransmissions.
+//!
+//! In a test binary of its own: the port is free only between the server's
+//! reset and our bind, and sockets that sibling tests connect meanwhile (std
+//! sockets, without `SO_REUSEADDR`) may be given that port number towards
+//! their own servers, which makes our bind fail and the client fall back to
+//! any port, as designed. That is what failed three clean-clone CI runs when
+//! this test ran beside the rest of `transport.rs`.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+#[path = "support/fake_server.rs"]
+mod fake_server;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fake_server::fake_server;
+use rnfs_client::{ClientError, ClientOptions, Credential, RpcClient};
+
+const PROG: u32 = 400_123;
+
+fn options(timeout_ms: u64, retrans: u32, max_slots: u32) -> ClientOptions {
+    ClientOptions {
+        timeout: Duration::from_millis(timeout_ms),
+        retrans,
+        max_slots,
+        ..ClientOptions::default()
+    }
+}
+
+fn call_u32(rpc: &RpcClient, arg: u32) -> Result<u32, ClientError> {
+    rpc.call(&Credential::root(), PROG, 1, 1, &arg, |r| r.read_u32())
+}
+
+#[test]
+fn a_retransmission_after_reconnecting_comes_from_the_same_source_port() {
+    // The server's duplicate request cache is keyed on the client's address
+    // and port: the retransmission must come from where the call came from.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = Arc::clone(&seen);
+    let addr = fake_server(move |conn, mut peer| {
+        let from = peer.stream.peer_addr().unwrap();
+        while let Some(c) = peer.next_call() {
+            seen2.lock().unwrap().push((conn, from, c.xid));
+            if conn == 0 {
+                // The server resets the connection (as a restarted server
+                // does): no TIME_WAIT on its side for this address pair, so
+                // the kernel lets the client have its port again.
+                socket2::SockRef::from(&peer.stream)
+                    .set_linger(Some(Duration::ZERO))
+                    .unwrap();
+                return;
+            }
+            peer.reply(c.xid, 4);
+        }
+    });
+    let rpc = RpcClient::connect(addr, options(30_000, 2, 4)).unwrap();
+    assert_eq!(call_u32(&rpc, 1).unwrap(), 4);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!((seen[0].0, seen[1].0), (0, 1), "two connections");
+    assert_eq!(seen[0].2, seen[1].2, "same XID");
+    assert_eq!(seen[0].1, seen[1].1, "same source address and port");
+    assert_eq!(rpc.stats().reconnects, 1);
+}
