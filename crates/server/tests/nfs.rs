@@ -511,6 +511,98 @@ fn readdir_pages_return_every_name_once_memory() {
     );
 }
 
+/// READDIR(PLUS) of a file is NOTDIR with the file's attributes; of a
+/// directory, the reply carries the directory's real attributes (the server
+/// writes a placeholder first and overwrites it once the backend has listed).
+fn check_list_attributes(c: &mut SyncConnection, root: &FileHandle) {
+    let file = create(c, root, b"plain");
+    let getattr = |c: &mut SyncConnection, fh: &FileHandle| -> Fattr3 {
+        let res: GetattrRes = c
+            .nfs(
+                NfsProc3::Getattr,
+                &GetattrArgs {
+                    object: fh.as_fh3(),
+                },
+            )
+            .unwrap();
+        let GetattrRes::Ok(ok) = res else {
+            panic!("getattr failed")
+        };
+        ok.obj_attributes
+    };
+    let (file_attr, root_attr) = (getattr(c, &file), getattr(c, root));
+    for plus in [false, true] {
+        for (fh, want) in [(&file, file_attr), (root, root_attr)] {
+            let raw = if plus {
+                c.nfs_raw(
+                    NfsProc3::Readdirplus,
+                    &ReaddirplusArgs {
+                        dir: fh.as_fh3(),
+                        cookie: 0,
+                        cookieverf: [0; 8],
+                        dircount: 4096,
+                        maxcount: 8192,
+                    },
+                )
+            } else {
+                c.nfs_raw(
+                    NfsProc3::Readdir,
+                    &ReaddirArgs {
+                        dir: fh.as_fh3(),
+                        cookie: 0,
+                        cookieverf: [0; 8],
+                        count: 8192,
+                    },
+                )
+            }
+            .unwrap();
+            let (status, attr) = if plus {
+                match ReaddirplusRes::decode(&mut Reader::new(&raw)).unwrap() {
+                    ReaddirplusRes::Ok(ok) => (Nfsstat3::Ok, ok.dir_attributes),
+                    ReaddirplusRes::Fail {
+                        status,
+                        dir_attributes,
+                    } => (status, dir_attributes),
+                }
+            } else {
+                match ReaddirRes::decode(&mut Reader::new(&raw)).unwrap() {
+                    ReaddirRes::Ok(ok) => (Nfsstat3::Ok, ok.dir_attributes),
+                    ReaddirRes::Fail {
+                        status,
+                        dir_attributes,
+                    } => (status, dir_attributes),
+                }
+            };
+            let is_file = std::ptr::eq(fh, &file);
+            let want_status = if is_file {
+                Nfsstat3::Notdir
+            } else {
+                Nfsstat3::Ok
+            };
+            assert_eq!(status, want_status, "plus={plus}");
+            let attr = attr.expect("attributes in the reply");
+            // atime may move when the directory is read; the rest may not.
+            assert_eq!(
+                (attr.ftype, attr.fileid, attr.mode, attr.nlink, attr.mtime),
+                (want.ftype, want.fileid, want.mode, want.nlink, want.mtime),
+                "plus={plus} file={is_file}"
+            );
+        }
+    }
+}
+
+#[test]
+fn readdir_reports_notdir_and_real_directory_attributes() {
+    let f = Fixture::memory();
+    let mut c = f.connect();
+    let root = c.mount("/mem").unwrap();
+    check_list_attributes(&mut c, &root);
+    let (f, path) = local_fixture(Access::Rw);
+    let mut c = f.connect();
+    let root = c.mount(&path).unwrap();
+    check_list_attributes(&mut c, &root);
+}
+
 fn local_fixture(access: Access) -> (Fixture, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_str().unwrap().to_owned();

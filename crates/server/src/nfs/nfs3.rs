@@ -296,6 +296,36 @@ impl CreateLike {
 
 type CreateResult = Result<rnfs_vfs::Created, (FsError, Wcc)>;
 
+/// Stands in for a directory's attributes in a READDIR reply until the backend
+/// has listed (overwritten before the reply is sent).
+const PLACEHOLDER_ATTR: Fattr3 = Fattr3 {
+    ftype: Ftype3::Dir,
+    mode: 0,
+    nlink: 0,
+    uid: 0,
+    gid: 0,
+    size: 0,
+    used: 0,
+    rdev: Specdata3 {
+        specdata1: 0,
+        specdata2: 0,
+    },
+    fsid: 0,
+    fileid: 0,
+    atime: Nfstime3 {
+        seconds: 0,
+        nseconds: 0,
+    },
+    mtime: Nfstime3 {
+        seconds: 0,
+        nseconds: 0,
+    },
+    ctime: Nfstime3 {
+        seconds: 0,
+        nseconds: 0,
+    },
+};
+
 impl NfsService {
     fn getattr(&self, ctx: &CallContext<'_>, a: GetattrArgs<'_>) -> GetattrRes {
         let r = self
@@ -635,27 +665,11 @@ impl NfsService {
             }
         };
         let fs = &*o.export.fs;
-        // Directory attributes first: a handle of a non-directory fails here,
-        // before anything is encoded.
-        let before = match fs.getattr(&o.cred, &o.fh) {
-            Ok(attr) => attr,
-            Err(e) => {
-                return ReaddirRes::Fail {
-                    status: status(e),
-                    dir_attributes: None,
-                }
-                .encode(reply)
-            }
-        };
-        if before.ftype != rnfs_vfs::FileType::Directory {
-            return ReaddirRes::Fail {
-                status: Nfsstat3::Notdir,
-                dir_attributes: Some(fattr(&before)),
-            }
-            .encode(reply);
-        }
         let count = count.min(MAX_IO);
-        let placeholder = Some(fattr(&before));
+        // The backend reports the directory's attributes (and NOTDIR for a
+        // non-directory, before listing anything); until then, zeros of the
+        // same size hold their place.
+        let placeholder = Some(PLACEHOLDER_ATTR);
         let start = reply.len();
         // Status word, then the post_op_attr flag, then the attributes.
         let attr_pos = start + 8;
@@ -693,7 +707,21 @@ impl NfsService {
                 if enc.is_too_small() {
                     return enc.too_small(reply, &post_op(end.dir_attr.as_ref()));
                 }
-                let after = end.dir_attr.unwrap_or(before);
+                let after = match end.dir_attr {
+                    Some(attr) => attr,
+                    // A backend may list without them: fetch them, once.
+                    None => match fs.getattr(&o.cred, &o.fh) {
+                        Ok(attr) => attr,
+                        Err(e) => {
+                            reply.truncate(start);
+                            return ReaddirRes::Fail {
+                                status: status(e),
+                                dir_attributes: None,
+                            }
+                            .encode(reply);
+                        }
+                    },
+                };
                 let mut attr = Vec::with_capacity(Fattr3::WIRE_SIZE);
                 fattr(&after).encode(&mut Writer::new(&mut attr));
                 reply.overwrite(attr_pos, &attr);

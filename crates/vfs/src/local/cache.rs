@@ -1,15 +1,16 @@
-//! [`ClockCache`]: a bounded map from handle bytes to shared values (open file
-//! descriptors), evicting with the CLOCK algorithm.
+//! [`ClockCache`]: a bounded map from keys (handle bytes by default) to values
+//! (open file descriptors), evicting with the CLOCK algorithm.
 //!
 //! Every operation is O(1) (eviction amortised: the hand clears at most one
 //! "referenced" bit per slot it passes). The map is split into shards, each
 //! behind its own mutex held only for a hash lookup, so service threads working on
 //! different files rarely meet. Values are handed out as clones (`Arc`s): an
 //! evicted descriptor stays open until the last caller using it drops its clone,
-//! and is dropped outside the shard lock.
+//! and is dropped outside the shard lock. A value with one user at a time (an
+//! open directory stream) is taken out with `remove` and inserted back.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::BackendHandle;
@@ -17,29 +18,29 @@ use crate::BackendHandle;
 /// Shards per cache: enough that 16-64 service threads seldom contend.
 const SHARDS: usize = 16;
 
-/// A bounded handle -> `V` map with CLOCK eviction. A capacity of 0 caches nothing.
-pub(super) struct ClockCache<V> {
-    shards: Box<[Mutex<Shard<V>>]>,
+/// A bounded `K` -> `V` map with CLOCK eviction. A capacity of 0 caches nothing.
+pub(super) struct ClockCache<V, K = BackendHandle> {
+    shards: Box<[Mutex<Shard<V, K>>]>,
     hasher: std::collections::hash_map::RandomState,
     capacity: usize,
 }
 
 /// One shard. `map` gives each key's index in `slots`; `slots.len() <= cap`.
-struct Shard<V> {
-    map: HashMap<BackendHandle, usize>,
-    slots: Vec<Slot<V>>,
+struct Shard<V, K> {
+    map: HashMap<K, usize>,
+    slots: Vec<Slot<V, K>>,
     hand: usize,
     cap: usize,
 }
 
-struct Slot<V> {
-    key: BackendHandle,
+struct Slot<V, K> {
+    key: K,
     value: V,
     /// Set on every hit; the clock hand clears it once before evicting.
     referenced: bool,
 }
 
-impl<V: Clone> ClockCache<V> {
+impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
     /// A cache holding at most about `capacity` values (rounded up to a multiple
     /// of the shard count).
     pub(super) fn new(capacity: usize) -> Self {
@@ -65,7 +66,7 @@ impl<V: Clone> ClockCache<V> {
         }
     }
 
-    fn shard(&self, key: &BackendHandle) -> MutexGuard<'_, Shard<V>> {
+    fn shard(&self, key: &K) -> MutexGuard<'_, Shard<V, K>> {
         let index = (self.hasher.hash_one(key) as usize) % self.shards.len();
         // A panic while holding a shard lock cannot leave the shard inconsistent in
         // a way that matters (at worst a stale index, checked on use), so a
@@ -75,18 +76,9 @@ impl<V: Clone> ClockCache<V> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The value cached for `key`, marking it recently used.
-    pub(super) fn get(&self, key: &BackendHandle) -> Option<V> {
-        let mut shard = self.shard(key);
-        let index = *shard.map.get(key)?;
-        let slot = shard.slots.get_mut(index)?;
-        slot.referenced = true;
-        Some(slot.value.clone())
-    }
-
     /// Caches `value` for `key`, replacing any previous value. Returns what was
     /// replaced or evicted, for the caller to drop outside the lock.
-    pub(super) fn insert(&self, key: BackendHandle, value: V) -> Option<V> {
+    pub(super) fn insert(&self, key: K, value: V) -> Option<V> {
         let mut guard = self.shard(&key);
         let shard = &mut *guard;
         if shard.cap == 0 {
@@ -124,8 +116,13 @@ impl<V: Clone> ClockCache<V> {
         }
     }
 
+    /// Whether a value is cached for `key`.
+    pub(super) fn contains(&self, key: &K) -> bool {
+        self.shard(key).map.contains_key(key)
+    }
+
     /// Forgets `key`. Returns its value, for the caller to drop outside the lock.
-    pub(super) fn remove(&self, key: &BackendHandle) -> Option<V> {
+    pub(super) fn remove(&self, key: &K) -> Option<V> {
         let mut guard = self.shard(key);
         let shard = &mut *guard;
         let index = shard.map.remove(key)?;
@@ -138,7 +135,7 @@ impl<V: Clone> ClockCache<V> {
 
     /// How many values are cached.
     #[cfg(test)]
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         (0..self.shards.len())
             .map(|i| {
                 self.shards[i]
@@ -151,7 +148,18 @@ impl<V: Clone> ClockCache<V> {
     }
 }
 
-impl<V> std::fmt::Debug for ClockCache<V> {
+impl<V: Clone, K: Hash + Eq + Copy> ClockCache<V, K> {
+    /// The value cached for `key`, marking it recently used.
+    pub(super) fn get(&self, key: &K) -> Option<V> {
+        let mut shard = self.shard(key);
+        let index = *shard.map.get(key)?;
+        let slot = shard.slots.get_mut(index)?;
+        slot.referenced = true;
+        Some(slot.value.clone())
+    }
+}
+
+impl<V, K> std::fmt::Debug for ClockCache<V, K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClockCache")
             .field("capacity", &self.capacity)
@@ -232,5 +240,16 @@ mod tests {
         let cache = ClockCache::new(0);
         assert_eq!(cache.insert(key(1), 1), Some(1));
         assert_eq!(cache.get(&key(1)), None);
+        assert!(!cache.contains(&key(1)));
+    }
+
+    #[test]
+    fn other_keys_and_values_that_are_not_clone() {
+        let cache: ClockCache<String, (u8, u64)> = ClockCache::new(SHARDS * 2);
+        assert!(cache.insert((1, 2), "a".to_string()).is_none());
+        assert!(cache.contains(&(1, 2)));
+        assert!(!cache.contains(&(2, 1)));
+        assert_eq!(cache.remove(&(1, 2)).as_deref(), Some("a"));
+        assert!(!cache.contains(&(1, 2)));
     }
 }

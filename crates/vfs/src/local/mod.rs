@@ -69,11 +69,16 @@
 //! `.` and `..` come first with the cookies `1 << 63 | 1` and `1 << 63 | 2`; the
 //! kernel's own entries follow, each with its `d_off`, the position after it,
 //! which ext4, xfs, btrfs and tmpfs (since Linux 6.6) keep stable while the entry
-//! exists and which always has bit 63 clear. Resuming is `lseek(d_off)` on a
-//! fresh descriptor: O(1) (a hash or index lookup in the file system), whatever
-//! the position. `getdents64` starts with a 4 KiB buffer and doubles it up to
-//! 32 KiB as the sink keeps taking entries, so a small page reads little more
-//! than it returns. The cookie verifier is always zero (as knfsd on these file
+//! exists and which always has bit 63 clear. A listing stopped by a full reply
+//! keeps its descriptor, and the entries read past the reply's last one, in a
+//! bounded cache (CLOCK, 256 by default) keyed by directory handle and cookie;
+//! the call resuming from that cookie reads on from it, after checking that
+//! its caller may read the directory (`faccessat2`), so ext4 does not rebuild
+//! its htree readdir state per call (see `dirstreams.rs`). Otherwise resuming
+//! is `lseek(d_off)` on a fresh descriptor: O(1) (a hash or index lookup in the
+//! file system), whatever the position. `getdents64` starts with a 4 KiB buffer
+//! and doubles it up to 32 KiB as the sink keeps taking entries, so a small
+//! page reads little more than it returns. The cookie verifier is always zero (as knfsd on these file
 //! systems); a cookie with any other verifier is [`FsError::BadCookie`]. With
 //! `plus`, a privileged backend takes each entry's handle by name
 //! (`name_to_handle_at`, not following) and then its attributes (`fstatat`,
@@ -105,6 +110,7 @@
 //!   system's `s_maxbytes`); writes past the real limit fail with `FBig`.
 
 mod cache;
+mod dirstreams;
 mod handle;
 mod ops;
 mod readdir;
@@ -122,6 +128,7 @@ use rustix::io::Errno;
 use rustix::path::DecInt;
 
 use self::cache::ClockCache;
+use self::dirstreams::{DirStream, StreamKey};
 use crate::names::NAME_MAX;
 use crate::{identity, Attr, BackendHandle, Cred, FileType, FsError, FsInfo, FsResult, Time};
 
@@ -143,6 +150,10 @@ pub struct LocalOptions {
     /// Unprivileged mode only: how many handles to remember (one `O_PATH`
     /// descriptor each; at most a quarter of `RLIMIT_NOFILE` is used).
     pub handle_cache: usize,
+    /// How many READDIR listings to keep open between calls (one directory
+    /// descriptor and up to 32 KiB of read entries each; at most a sixteenth
+    /// of `RLIMIT_NOFILE`). 0 opens a descriptor per call.
+    pub dir_streams: usize,
 }
 
 impl Default for LocalOptions {
@@ -152,6 +163,7 @@ impl Default for LocalOptions {
             fsid: None,
             open_files: 16_384,
             handle_cache: 65_536,
+            dir_streams: 256,
         }
     }
 }
@@ -232,6 +244,8 @@ pub struct LocalFs {
     resolver: Resolver,
     /// Descriptors opened for reading or writing, by handle.
     open_files: ClockCache<Arc<OpenFile>>,
+    /// Directory listings left part way, by handle and resume cookie.
+    dir_streams: ClockCache<DirStream, StreamKey>,
     /// `/proc/self/fd`, to re-open `O_PATH` descriptors with access.
     proc_fd: OwnedFd,
     has_openat2: bool,
@@ -442,6 +456,7 @@ impl LocalFs {
             } else {
                 fd_limit / 4
             })),
+            dir_streams: ClockCache::new(options.dir_streams.min(fd_limit / 16)),
             proc_fd,
             root: Arc::new(root),
             has_openat2,

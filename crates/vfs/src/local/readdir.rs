@@ -5,10 +5,13 @@
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
 
 use rustix::fs::{self as rfs, AtFlags, OFlags, RawDir, SeekFrom};
 use rustix::io::Errno;
 
+use super::dirstreams::{self, DirStream, Pending, RawEntry, StreamKey, WAYS};
 use super::{errno, handle, sys, LocalFs, Node};
 use crate::{Attr, BackendHandle, CookieVerifier, DirEntry, FsError, FsResult};
 
@@ -28,6 +31,19 @@ const AFTER_DOTDOT: u64 = TAG | 2;
 const FIRST_BUF: usize = 4 * 1024;
 /// Largest `getdents64` buffer: about a thousand typical entries.
 const MAX_BUF: usize = 32 * 1024;
+
+/// `.` or `..`, which the kernel lists and the synthetic entries replace.
+fn is_dot(name: &CStr) -> bool {
+    matches!(name.to_bytes(), b"." | b"..")
+}
+
+fn raw_entry<'a>(entry: &'a rfs::RawDirEntry<'_>) -> RawEntry<'a> {
+    RawEntry {
+        ino: entry.ino(),
+        cookie: entry.next_entry_cookie(),
+        name: entry.file_name(),
+    }
+}
 
 impl LocalFs {
     /// Hands the entries of `dir` after `cookie` to `sink`. Returns `true` when
@@ -81,50 +97,63 @@ impl LocalFs {
             }
         }
 
-        // A fresh descriptor per call: no shared file position between threads,
-        // and the kernel checks the caller's read permission on the directory.
-        let fd = self
-            .reopen(dir.fd.as_fd(), OFlags::RDONLY | OFlags::DIRECTORY)
-            .map_err(errno)?;
-        if position != 0 {
-            rfs::seek(&fd, SeekFrom::Start(position)).map_err(|e| match e {
-                Errno::INVAL => FsError::BadCookie,
-                e => errno(e),
-            })?;
-        }
+        // Whether the stream may be kept when the sink is full, judged before
+        // anything is read (see `dirstreams.rs`).
+        let keepable = dirstreams::settled(dirstreams::ctime(&dir.stat), SystemTime::now());
+        // A descriptor left at this cookie by an earlier call, or a fresh one.
+        let mut stream = match self.resume(dir_fh, dir, position) {
+            Some(stream) => stream,
+            None => self.open_stream(dir, position)?,
+        };
         // The handle cache (unprivileged) needs a descriptor per entry.
         let by_name = self.privileged();
+        // The cookie a client resumes from: that of the last entry handed out.
+        let mut resume_at = position;
+
+        // First what an earlier call read from the kernel and did not send.
+        while let Some(entry) = stream.pending.peek()? {
+            if !is_dot(entry.name) {
+                if !self.hand_out(stream.fd.as_fd(), entry, plus, by_name, sink)? {
+                    if keepable {
+                        self.keep(dir_fh, dir, resume_at, stream);
+                    }
+                    return Ok(false);
+                }
+                resume_at = entry.cookie;
+            }
+            stream.pending.advance();
+        }
+        stream.pending.clear();
+
         // Small first: a sink often takes a hundred entries, and every entry
-        // read beyond those is work thrown away. Doubles per refill.
+        // read beyond those is copied to `pending` (or thrown away at the end).
+        // Doubles per refill.
         let mut buf = vec![MaybeUninit::<u8>::uninit(); MAX_BUF];
         let mut len = FIRST_BUF;
         'refill: loop {
-            let mut entries = RawDir::new(fd.as_fd(), &mut buf[..len]);
+            let mut entries = RawDir::new(stream.fd.as_fd(), &mut buf[..len]);
             while let Some(entry) = entries.next() {
                 let entry = entry.map_err(errno)?;
-                let c_name = entry.file_name();
-                let name = c_name.to_bytes();
-                if name != b"." && name != b".." {
-                    let cookie = entry.next_entry_cookie();
-                    if cookie == 0 || cookie & TAG != 0 {
-                        // Not a file system whose positions we can hand out.
-                        return Err(FsError::Io);
-                    }
-                    let d_ino = entry.ino();
-                    let extra = if plus {
-                        self.entry_plus(fd.as_fd(), c_name, d_ino, by_name)
-                    } else {
-                        None
-                    };
-                    let entry = DirEntry {
-                        fileid: d_ino,
-                        name,
-                        cookie,
-                        plus: extra,
-                    };
-                    if !sink(entry) {
+                if !is_dot(entry.file_name()) {
+                    let entry = raw_entry(&entry);
+                    if !self.hand_out(stream.fd.as_fd(), entry, plus, by_name, sink)? {
+                        if !keepable {
+                            return Ok(false);
+                        }
+                        // The descriptor is past the rest of the buffer: keep
+                        // it, from this entry on, with the descriptor.
+                        stream.pending.push(entry);
+                        while !entries.is_buffer_empty() {
+                            // No refill, so no error, while the buffer lasts.
+                            let Some(Ok(rest)) = entries.next() else {
+                                return Ok(false);
+                            };
+                            stream.pending.push(raw_entry(&rest));
+                        }
+                        self.keep(dir_fh, dir, resume_at, stream);
                         return Ok(false);
                     }
+                    resume_at = entry.cookie;
                 }
                 if entries.is_buffer_empty() && len < MAX_BUF {
                     // The iterator resumes at the descriptor's position.
@@ -134,6 +163,102 @@ impl LocalFs {
             }
             return Ok(true);
         }
+    }
+
+    /// The stream cached at `key`, if it is of `dir` and the caller may read
+    /// `dir` now. It was opened under the identity of the caller that left it,
+    /// so the kernel checks the current caller as a fresh open would
+    /// (`faccessat2(R_OK)` with the thread's fsuid, fsgid and groups, against
+    /// the directory's mode now). Without `faccessat2`, nothing is reused.
+    /// If `dir` changed since the stream read ahead, back to `position`.
+    fn resume(&self, dir_fh: &BackendHandle, dir: &Node, position: u64) -> Option<DirStream> {
+        let mut stream = (0..WAYS).find_map(|way| {
+            self.dir_streams.remove(&StreamKey {
+                dir: *dir_fh,
+                cookie: position,
+                way,
+            })
+        })?;
+        if stream.ino != dir.stat.st_ino || !self.has_faccessat2.load(Ordering::Relaxed) {
+            return None;
+        }
+        match sys::access_fd(stream.fd.as_fd(), libc::R_OK) {
+            Ok(()) => {}
+            Err(Errno::NOSYS) => {
+                self.has_faccessat2.store(false, Ordering::Relaxed);
+                return None;
+            }
+            Err(_) => return None,
+        }
+        if stream.ctime != dirstreams::ctime(&dir.stat) {
+            stream.pending.clear();
+            rfs::seek(&stream.fd, SeekFrom::Start(position)).ok()?;
+        }
+        Some(stream)
+    }
+
+    /// A fresh descriptor of `dir` at `position`; the kernel checks the
+    /// caller's read permission.
+    fn open_stream(&self, dir: &Node, position: u64) -> FsResult<DirStream> {
+        let fd = self
+            .reopen(dir.fd.as_fd(), OFlags::RDONLY | OFlags::DIRECTORY)
+            .map_err(errno)?;
+        if position != 0 {
+            rfs::seek(&fd, SeekFrom::Start(position)).map_err(|e| match e {
+                Errno::INVAL => FsError::BadCookie,
+                e => errno(e),
+            })?;
+        }
+        Ok(DirStream {
+            fd,
+            ino: dir.stat.st_ino,
+            ctime: dirstreams::ctime(&dir.stat),
+            pending: Pending::default(),
+        })
+    }
+
+    /// Caches `stream` of `dir`, which stopped after the entry with cookie
+    /// `resume_at`. `dir.stat` is from before any entry of `stream.pending`
+    /// was read, and its ctime was settled then.
+    fn keep(&self, dir_fh: &BackendHandle, dir: &Node, resume_at: u64, mut stream: DirStream) {
+        stream.ctime = dirstreams::ctime(&dir.stat);
+        let key = |way| StreamKey {
+            dir: *dir_fh,
+            cookie: resume_at,
+            way,
+        };
+        // A free way, else the first is replaced.
+        let way = (0..WAYS)
+            .find(|&way| !self.dir_streams.contains(&key(way)))
+            .unwrap_or(0);
+        // A replaced or evicted stream is closed here, outside the lock.
+        drop(self.dir_streams.insert(key(way), stream));
+    }
+
+    /// Offers the kernel's `entry` of `dir` to `sink`; `false` when it is full.
+    fn hand_out(
+        &self,
+        dir: BorrowedFd<'_>,
+        entry: RawEntry<'_>,
+        plus: bool,
+        by_name: bool,
+        sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> FsResult<bool> {
+        if entry.cookie == 0 || entry.cookie & TAG != 0 {
+            // Not a file system whose positions we can hand out.
+            return Err(FsError::Io);
+        }
+        let extra = if plus {
+            self.entry_plus(dir, entry.name, entry.ino, by_name)
+        } else {
+            None
+        };
+        Ok(sink(DirEntry {
+            fileid: entry.ino,
+            name: entry.name.to_bytes(),
+            cookie: entry.cookie,
+            plus: extra,
+        }))
     }
 
     /// READDIRPLUS data of the entry `name` of `dir`, which `getdents` listed
@@ -212,6 +337,91 @@ mod tests {
     use super::*;
     use crate::local::LocalOptions;
     use crate::{Cred, Filesystem};
+
+    /// A listing stopped by a full sink leaves its descriptor at the cookie
+    /// of its last entry, positioned right after the entries it read ahead;
+    /// the call resuming from that cookie goes on with that very descriptor.
+    #[test]
+    fn a_stopped_listing_is_resumed_on_its_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..2000 {
+            std::fs::write(dir.path().join(format!("f{i:04}")), b"").unwrap();
+        }
+        // Streams of a directory changed in the last few ms are not kept.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        let root = fs.root();
+        let page = |cookie: u64, take: usize| {
+            let (mut got, mut last) = (0, cookie);
+            let end = fs
+                .readdir(&Cred::root(), &root, cookie, VERIFIER, false, &mut |e| {
+                    if got == take {
+                        return false;
+                    }
+                    got += 1;
+                    last = e.cookie;
+                    true
+                })
+                .unwrap();
+            (last, end.eof)
+        };
+        let key = |cookie| StreamKey {
+            dir: root,
+            cookie,
+            way: 0,
+        };
+        let take = |cookie| fs.dir_streams.remove(&key(cookie)).unwrap();
+
+        let (first, _) = page(0, 50);
+        assert_eq!(fs.dir_streams.len(), 1);
+        let stream = take(first);
+        // The kernel's position is after the last entry read ahead.
+        let read_ahead = stream.pending.last_cookie().unwrap();
+        assert_eq!(
+            rfs::seek(&stream.fd, SeekFrom::Current(0)).unwrap(),
+            read_ahead
+        );
+        // Mark the descriptor (a fresh one is close-on-exec), put it back.
+        rustix::io::fcntl_setfd(&stream.fd, rustix::io::FdFlags::empty()).unwrap();
+        drop(fs.dir_streams.insert(key(first), stream));
+
+        // Within what was read ahead, then well past it.
+        let (second, _) = page(first, 10);
+        let (third, _) = page(second, 500);
+        assert_eq!(fs.dir_streams.len(), 1);
+        let stream = take(third);
+        let flags = rustix::io::fcntl_getfd(&stream.fd).unwrap();
+        assert!(!flags.contains(rustix::io::FdFlags::CLOEXEC));
+        drop(fs.dir_streams.insert(key(third), stream));
+
+        // A change: the entries read ahead are dropped, the descriptor goes
+        // back to the cookie, and it is not kept while the change is recent.
+        std::fs::write(dir.path().join("new"), b"").unwrap();
+        let (fourth, _) = page(third, 10);
+        assert_eq!(fs.dir_streams.len(), 0);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (fifth, _) = page(fourth, 10);
+        let stream = take(fifth);
+        let read_ahead = stream.pending.last_cookie().unwrap();
+        assert_eq!(
+            rfs::seek(&stream.fd, SeekFrom::Current(0)).unwrap(),
+            read_ahead
+        );
+        drop(fs.dir_streams.insert(key(fifth), stream));
+
+        // To the end: nothing is kept.
+        let (_, eof) = page(fifth, usize::MAX);
+        assert!(eof);
+        assert_eq!(fs.dir_streams.len(), 0);
+
+        // Listings in step stop at the same cookies: each keeps its own.
+        let (a, _) = page(0, 50);
+        let (b, _) = page(0, 50);
+        assert_eq!((a, fs.dir_streams.len()), (b, 2));
+        let (a, _) = page(a, 50);
+        let (b, _) = page(b, 50);
+        assert_eq!((a, fs.dir_streams.len()), (b, 2));
+    }
 
     /// Every kind of entry is described by name as LOOKUP describes it. Then
     /// the race the inode check closes, played in order: a name replaced after
