@@ -8,13 +8,16 @@
 # table of medians (min..max).
 #
 #   bench/writeback.sh [--runs N] [--writers 6] [--size 1G] [--server-args "..."]
-#                      [--mount-opts "..."]
+#                      [--mount-opts "..."] [--keep-logs DIR]
+#
+# --keep-logs DIR copies each run's server and mount logs into DIR (the mount
+# logs are named mount-RUN-CAP.log).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$repo/tests/integration/lib.sh"
 
-runs=3 writers=6 size=1G server_args="" mount_opts=""
+runs=3 writers=6 size=1G server_args="" mount_opts="" keep_logs=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
@@ -22,7 +25,8 @@ while [ $# -gt 0 ]; do
     --size) size=$2; shift 2 ;;
     --server-args) server_args=$2; shift 2 ;;
     --mount-opts) mount_opts=",$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --keep-logs) keep_logs=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "writeback: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -43,6 +47,9 @@ unmount() {
 }
 cleanup() {
   unmount
+  if [ -n "$keep_logs" ] && [ -f "$work/server.log" ]; then
+    mkdir -p "$keep_logs" && cp "$work/server.log" "$keep_logs/server.log"
+  fi
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
   rm -rf "$work"
 }
@@ -67,6 +74,10 @@ for run in $(seq "$runs"); do
     "$rnfs" bench writeback --dir "$work/mnt" --writers "$writers" --size "$size" \
       --json "$work/r.json" >&2
     unmount
+    if [ -n "$keep_logs" ]; then
+      mkdir -p "$keep_logs"
+      cp "$work/mount-$cap.log" "$keep_logs/mount-$run-$cap.log"
+    fi
     python3 - "$work/r.json" "$cap" >>"$results" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

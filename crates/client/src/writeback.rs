@@ -29,10 +29,15 @@
 //!
 //! Policy (seed 003, Staubach 2009):
 //! - A sequential writer's chunk is sent UNSTABLE as soon as it reaches the
-//!   end of its `wsize` block, at most `max_outstanding` WRITEs at a time;
+//!   end of its `wsize` block, at most `max_outstanding` WRITEs and
+//!   `max_outstanding_bytes` bytes at a time (one WRITE is always allowed);
 //!   [`writer_should_wait`](Writeback::writer_should_wait) tells the driver
 //!   to block the writer while more such chunks wait for a slot, so a file's
 //!   dirty data stays within about two blocks.
+//! - A getattr's flush ([`poll_flush`](Writeback::poll_flush)) sends only
+//!   the data written before its ticket and waits only for WRITEs that carry
+//!   such data: the in-flight window and one partial chunk, never what the
+//!   writer adds meanwhile, never a COMMIT.
 //! - Random writers get no early sends (their data may be rewritten).
 //! - `max_outstanding == 0` is the legacy behaviour: nothing is sent before
 //!   a flush, sync, getattr or memory pressure (or expiry).
@@ -82,6 +87,10 @@ pub struct WritebackConfig {
     pub wsize: u32,
     /// WRITEs in flight per file; 0 turns early sending off (legacy).
     pub max_outstanding: u32,
+    /// Bytes in flight per file while early sending is on (0: no byte
+    /// limit); a WRITE is sent only if it fits, or if none is in flight.
+    /// Ignored in legacy mode.
+    pub max_outstanding_bytes: u64,
     /// Dirty data older than this is sent at the next [`Writeback::poll_action`].
     pub dirty_expire: Duration,
     /// A COMMIT is sent when this many bytes are unstable (0: only on sync).
@@ -435,6 +444,7 @@ impl<P: Piece> Ranges<P> {
 pub struct Writeback<E> {
     wsize: u64,
     cap: u32,
+    byte_cap: u64,
     dirty_expire: Duration,
     commit_threshold: u64,
     dirty: Ranges<Dirty>,
@@ -464,6 +474,11 @@ impl<E: From<WritebackError>> Writeback<E> {
         Self {
             wsize: u64::from(config.wsize.max(1)),
             cap: config.max_outstanding,
+            byte_cap: if config.max_outstanding == 0 {
+                0
+            } else {
+                config.max_outstanding_bytes
+            },
             dirty_expire: config.dirty_expire,
             commit_threshold: config.commit_threshold,
             dirty: Ranges::new(),
@@ -635,15 +650,8 @@ impl<E: From<WritebackError>> Writeback<E> {
 
     /// The next WRITE or COMMIT to send, if any.
     pub fn poll_action(&mut self, now: Duration) -> Option<Action> {
-        let window = if self.cap == 0 {
-            LEGACY_FLUSH_WINDOW
-        } else {
-            self.cap
-        };
-        if self.inflight.len() < window as usize {
-            if let Some(action) = self.poll_write(now) {
-                return Some(action);
-            }
+        if let Some(action) = self.poll_write(now) {
+            return Some(action);
         }
         if self.commit.is_none() && self.unstable.len() > 0 {
             let sync_due = self
@@ -664,19 +672,56 @@ impl<E: From<WritebackError>> Writeback<E> {
         None
     }
 
-    fn poll_write(&mut self, now: Duration) -> Option<Action> {
-        // 1. Barriers: oldest data first.
-        let mut pick = None;
-        for &(seq, start) in &self.dirty.by_seq {
-            if seq >= self.flush_barrier {
-                break;
-            }
-            if !self.blocked(start) {
-                pick = Some(start);
-                break;
-            }
+    /// The next WRITE of data written before `t`, if the window has room:
+    /// what a getattr sends while it waits for `t`. Never a COMMIT, never
+    /// data written later.
+    pub fn poll_flush(&mut self, t: Ticket) -> Option<Action> {
+        let start = self.oldest_before(t.0)?;
+        if !self.window_allows(self.chunk_len(start)) {
+            return None;
         }
-        if let Some(start) = pick {
+        Some(self.send(start, StableHow::Unstable))
+    }
+
+    /// Whether WRITE `id` is in flight with data written before `t` (so a
+    /// flush for `t` waits for it).
+    pub fn is_write_before(&self, id: WriteId, t: Ticket) -> bool {
+        self.inflight_ids
+            .get(&id)
+            .and_then(|start| self.inflight.map.get(start))
+            .is_some_and(|f| f.seq < t.0)
+    }
+
+    /// The oldest dirty chunk written before sequence number `barrier` that
+    /// does not overlap a WRITE in flight.
+    fn oldest_before(&self, barrier: u64) -> Option<u64> {
+        self.dirty
+            .by_seq
+            .iter()
+            .take_while(|(seq, _)| *seq < barrier)
+            .map(|(_, start)| *start)
+            .find(|start| !self.blocked(*start))
+    }
+
+    /// Whether one more WRITE of `len` bytes fits the in-flight window.
+    fn window_allows(&self, len: u64) -> bool {
+        let count = if self.cap == 0 {
+            LEGACY_FLUSH_WINDOW
+        } else {
+            self.cap
+        };
+        self.inflight.len() < count as usize
+            && (self.byte_cap == 0
+                || self.inflight.len() == 0
+                || self.inflight.bytes + len <= self.byte_cap)
+    }
+
+    fn poll_write(&mut self, now: Duration) -> Option<Action> {
+        // 1. Barriers: oldest data first; nothing overtakes it.
+        if let Some(start) = self.oldest_before(self.flush_barrier) {
+            if !self.window_allows(self.chunk_len(start)) {
+                return None;
+            }
             let single = self.dirty.len() == 1
                 && self.inflight.len() == 0
                 && self.unstable.len() == 0
@@ -694,11 +739,15 @@ impl<E: From<WritebackError>> Writeback<E> {
         if self.cap > 0 {
             let pick = self.ready.iter().copied().find(|s| !self.blocked(*s));
             if let Some(start) = pick {
+                if !self.window_allows(self.chunk_len(start)) {
+                    return None;
+                }
                 self.stats.early_writes += 1;
                 return Some(self.send(start, StableHow::Unstable));
             }
         }
         // 3. Expired data.
+        let mut pick = None;
         for &(_, start) in &self.dirty.by_seq {
             let Some(p) = self.dirty.map.get(&start) else {
                 continue;
@@ -711,7 +760,7 @@ impl<E: From<WritebackError>> Writeback<E> {
                 break;
             }
         }
-        let start = pick?;
+        let start = pick.filter(|s| self.window_allows(self.chunk_len(*s)))?;
         self.stats.expired_writes += 1;
         Some(self.send(start, StableHow::Unstable))
     }
@@ -728,7 +777,11 @@ impl<E: From<WritebackError>> Writeback<E> {
     /// unstable (a COMMIT is in flight or due). Collect a reply and poll
     /// again.
     pub fn writer_should_wait(&self) -> bool {
-        (self.cap > 0 && !self.ready.is_empty() && self.inflight.len() >= self.cap as usize)
+        let window_full = self
+            .ready
+            .first()
+            .is_some_and(|s| !self.window_allows(self.chunk_len(*s)));
+        (self.cap > 0 && window_full)
             || (self.commit_threshold > 0 && self.unstable.bytes >= 2 * self.commit_threshold)
     }
 
@@ -815,6 +868,11 @@ impl<E: From<WritebackError>> Writeback<E> {
         if self.error.is_none() {
             self.error = Some(e);
         }
+    }
+
+    /// The length of dirty chunk `start` (0 if there is none).
+    fn chunk_len(&self, start: u64) -> u64 {
+        self.dirty.map.get(&start).map_or(0, Piece::len)
     }
 
     /// Whether dirty chunk `start` overlaps a WRITE in flight.
@@ -1104,6 +1162,7 @@ mod tests {
         WritebackConfig {
             wsize,
             max_outstanding: cap,
+            max_outstanding_bytes: 0,
             dirty_expire: Duration::from_secs(30),
             commit_threshold: 0,
         }
@@ -1273,6 +1332,113 @@ mod tests {
         assert_eq!(h.fsync(), None);
         assert_eq!(h.server.stable, h.model);
         assert_eq!(h.wb.stats().commits_sent, 1);
+    }
+
+    #[test]
+    fn a_byte_cap_bounds_the_bytes_in_flight() {
+        let mut h = Harness::with(WritebackConfig {
+            max_outstanding_bytes: 10_000,
+            ..config(4096, 16)
+        });
+        for i in 0..5u64 {
+            h.write(i * 4096, &[i as u8; 4096]);
+            h.pump();
+        }
+        // 2 x 4096 fit in 10,000 bytes; a third would not.
+        assert_eq!(h.wb.outstanding(), 2);
+        assert_eq!(h.wb.inflight.bytes, 8192);
+        assert!(h.wb.writer_should_wait(), "completed chunks wait for room");
+        h.answer(0, Answer::Unstable);
+        assert_eq!(h.pump(), 1);
+        assert_eq!(h.wb.inflight.bytes, 8192);
+        h.answer_all();
+        assert_eq!(h.wb.stats().max_outstanding, 2);
+        assert!(!h.wb.writer_should_wait());
+        assert_eq!(h.fsync(), None);
+        assert_eq!(h.server.stable, h.model);
+
+        // A cap below wsize still lets one WRITE go.
+        let mut h = Harness::with(WritebackConfig {
+            max_outstanding_bytes: 1000,
+            ..config(4096, 16)
+        });
+        h.write(0, &[1; 8192]);
+        assert_eq!(h.pump(), 1);
+        assert!(h.wb.writer_should_wait());
+        h.answer(0, Answer::Unstable);
+        assert_eq!(h.pump(), 1);
+        assert_eq!(h.wb.stats().max_outstanding, 1);
+
+        // Legacy mode ignores it: flushes use the whole legacy window.
+        let mut h = Harness::with(WritebackConfig {
+            max_outstanding_bytes: 1000,
+            ..config(4096, 0)
+        });
+        h.write(0, &[1; 8 * 4096]);
+        h.wb.request_flush();
+        assert_eq!(h.pump(), 8);
+    }
+
+    #[test]
+    fn a_getattr_flush_waits_only_for_what_was_in_flight_or_dirty_at_its_start() {
+        let mut h = Harness::with(WritebackConfig {
+            commit_threshold: 4096,
+            ..config(4096, 4)
+        });
+        h.write(0, &[1; 16_384]);
+        assert_eq!(h.pump(), 4, "four chunks in flight: the cap");
+        h.write(16_384, &[2; 100]); // a partial chunk, dirty
+        let t = h.wb.request_flush();
+        let covered: Vec<WriteId> = h
+            .sent
+            .iter()
+            .filter_map(|a| match a {
+                Action::Write(w) => Some(w.id),
+                Action::Commit(_) => None,
+            })
+            .collect();
+        assert!(covered.iter().all(|id| h.wb.is_write_before(*id, t)));
+        assert!(h.wb.poll_flush(t).is_none(), "the window is full");
+        // The writer goes on: a chunk written after the getattr began.
+        h.write(20_480, &[3; 4096]);
+        h.answer(0, Answer::Unstable);
+        // The getattr sends the partial chunk it covers, not the later one,
+        // and no COMMIT although 4 KiB are unstable.
+        let Some(Action::Write(w)) = h.wb.poll_flush(t) else {
+            panic!("the covered partial chunk is sent");
+        };
+        assert_eq!((w.offset, w.data.len()), (16_384, 100));
+        assert!(h.wb.is_write_before(w.id, t));
+        h.sent.push_back(Action::Write(w));
+        h.answer(0, Answer::Unstable);
+        assert!(h.wb.poll_flush(t).is_none(), "only later data is left");
+        // The writer's own pump sends the later chunk and a COMMIT.
+        h.pump();
+        assert!(h.sent.iter().any(|a| matches!(a, Action::Commit(_))));
+        let later = h
+            .sent
+            .iter()
+            .find_map(|a| match a {
+                Action::Write(w) if w.offset == 20_480 => Some(w.id),
+                _ => None,
+            })
+            .unwrap();
+        assert!(!h.wb.is_write_before(later, t));
+        // Acking the covered WRITEs ends the flush; the later one may still
+        // be in flight.
+        while !h.wb.is_flushed(t) {
+            let i = h
+                .sent
+                .iter()
+                .position(|a| matches!(a, Action::Write(w) if w.id != later))
+                .unwrap();
+            h.answer(i, Answer::Unstable);
+        }
+        assert_eq!(h.wb.outstanding(), 1, "the later chunk is still in flight");
+        assert!(h
+            .sent
+            .iter()
+            .any(|a| matches!(a, Action::Write(w) if w.id == later)));
     }
 
     #[test]
@@ -1606,12 +1772,14 @@ mod tests {
         fn fsync_makes_the_models_bytes_stable(
             wsize in prop_oneof![Just(16u32), Just(64), Just(100)],
             cap in 0u32..5,
+            byte_cap in prop_oneof![Just(0u64), Just(50), Just(150)],
             threshold in prop_oneof![Just(0u64), Just(128)],
             ops in prop::collection::vec(op(), 1..150),
         ) {
             let mut h = Harness::with(WritebackConfig {
                 wsize,
                 max_outstanding: cap,
+                max_outstanding_bytes: byte_cap,
                 dirty_expire: Duration::from_millis(500),
                 commit_threshold: threshold,
             });
@@ -1653,6 +1821,10 @@ mod tests {
                 prop_assert!(h.server.contents.len() <= h.model.len());
                 prop_assert_eq!(h.view(), h.model.clone());
                 prop_assert!(h.wb.outstanding() <= cap.max(LEGACY_FLUSH_WINDOW) as usize);
+                if cap > 0 && byte_cap > 0 {
+                    // One WRITE (at most wsize) may exceed the byte cap alone.
+                    prop_assert!(h.wb.inflight.bytes <= byte_cap.max(u64::from(wsize)));
+                }
                 prop_assert!(h.wb.take_error().is_none());
             }
             prop_assert_eq!(h.fsync(), None);

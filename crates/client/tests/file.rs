@@ -19,6 +19,7 @@ fn config(wsize: u32, cap: u32) -> IoConfig {
         rsize: 64 * KIB as u32,
         wsize,
         max_outstanding_writes: cap,
+        max_outstanding_write_bytes: IoConfig::DEFAULT_MAX_OUTSTANDING_WRITE_BYTES,
         max_read_ahead: 512 * KIB as u32,
         dirty_expire: Duration::from_secs(3600),
     }

@@ -83,6 +83,7 @@ fn io(wsize: u32, cap: u32) -> IoConfig {
         rsize: 4096,
         wsize,
         max_outstanding_writes: cap,
+        max_outstanding_write_bytes: IoConfig::DEFAULT_MAX_OUTSTANDING_WRITE_BYTES,
         max_read_ahead: 64 * 1024,
         dirty_expire: Duration::from_millis(20),
     }

@@ -142,6 +142,9 @@ impl Core {
         if let Some(n) = opts.wb_max_outstanding {
             io.max_outstanding_writes = n;
         }
+        if let Some(b) = opts.wb_max_outstanding_bytes {
+            io.max_outstanding_write_bytes = b;
+        }
         // Each read-ahead READ holds a transport slot until it is read, and
         // NfsFile sends a whole window before collecting any: keep the window
         // to a few READs so small rsizes cannot use up the slot table.
@@ -315,7 +318,12 @@ impl Core {
             (None, size) => sattr.size = size,
         }
         if sattr != Sattr3::default() {
-            attr = nfs.setattr(&fh, &sattr, None)?.after;
+            let wcc = nfs.setattr(&fh, &sattr, None);
+            if let Some(f) = &open {
+                // WRITE replies sent before may predate the SETATTR.
+                f.attributes_changed();
+            }
+            attr = wcc?.after;
         }
         let attr = attr_or_getattr(&nfs, &fh, attr)?;
         let now = Instant::now();

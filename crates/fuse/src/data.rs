@@ -73,6 +73,12 @@ impl OpenFile {
         self.file.getattr()
     }
 
+    /// The attributes were changed by a SETATTR: WRITE replies sent before
+    /// no longer give them.
+    pub(crate) fn attributes_changed(&self) {
+        self.file.attributes_changed();
+    }
+
     /// Sets the size (after writing back what is dirty).
     pub(crate) fn truncate(&self, size: u64) -> Result<Fattr3, NfsError> {
         self.file.truncate(size)

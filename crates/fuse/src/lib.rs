@@ -12,15 +12,17 @@
 //!   left. Replies to our own changes (post-op and wcc attributes) refresh
 //!   them. `getattr` of a file we hold unwritten data for goes through
 //!   [`NfsFile::getattr`](rnfs_client::NfsFile::getattr): a bounded flush,
-//!   then GETATTR.
+//!   then the post-op attributes of the WRITE replies it collected (or a
+//!   GETATTR if none came).
 //! - **Close-to-open.** `open` sends ACCESS (the permission check and fresh
 //!   attributes in one call); if the file's mtime or size changed the
 //!   kernel drops its cached pages. `flush` (every `close(2)`) and `fsync`
 //!   write back and COMMIT.
 //! - **Data** goes through one [`NfsFile`](rnfs_client::NfsFile) per open
 //!   node (shared by all opens): its write-behind keeps up to
-//!   `wb_max_outstanding` WRITEs in flight per file. The kernel's own
-//!   writeback cache is off, so every `write(2)` reaches us in order.
+//!   `wb_max_outstanding` WRITEs and `wb_max_outstanding_kb` KiB in flight
+//!   per file. The kernel's own writeback cache is off, so every `write(2)`
+//!   reaches us in order.
 //! - **Directories** are listed with READDIRPLUS; each entry's handle and
 //!   attributes fill the inode table and the attribute cache.
 //! - **Permissions** are the server's: each call carries the caller's uid,

@@ -75,6 +75,11 @@ pub struct MountOptions {
     /// (`wb_max_outstanding`); `Some(0)` is the legacy synchronous path,
     /// `None` the engine's default.
     pub wb_max_outstanding: Option<u32>,
+    /// Write-behind: the most bytes of WRITEs in flight per file
+    /// (`wb_max_outstanding_kb`, in KiB; `Some(0)`: no byte limit), which
+    /// bounds how long a `stat()` of a file being written waits; `None` the
+    /// engine's default (2 MiB).
+    pub wb_max_outstanding_bytes: Option<u64>,
     /// Dirty bytes all open files may hold before writers wait
     /// (`wb_dirty_mb`, in MiB); `None`: the engine's default (256 MiB).
     pub dirty_limit: Option<u64>,
@@ -95,6 +100,7 @@ impl Default for MountOptions {
             rsize: None,
             wsize: None,
             wb_max_outstanding: None,
+            wb_max_outstanding_bytes: None,
             dirty_limit: None,
             threads: 16,
             allow_other: None,
@@ -197,6 +203,10 @@ impl MountOptions {
             "wb_max_outstanding" => {
                 self.wb_max_outstanding = Some(number(name, value, 0, 1024)?);
             }
+            "wb_max_outstanding_kb" => {
+                let kb: u64 = number(name, value, 0, 1 << 20)?;
+                self.wb_max_outstanding_bytes = Some(kb << 10);
+            }
             "wb_dirty_mb" => {
                 let mb: u64 = number(name, value, 1, 1 << 20)?;
                 self.dirty_limit = Some(mb << 20);
@@ -269,6 +279,9 @@ mod tests {
             .unwrap();
         o.apply("rsize=65536,wsize=70000,wb_max_outstanding=0,vers=3,nolock")
             .unwrap();
+        assert_eq!(o.wb_max_outstanding_bytes, None);
+        o.apply("wb_max_outstanding_kb=2048").unwrap();
+        assert_eq!(o.wb_max_outstanding_bytes, Some(2 << 20));
         assert!(o.read_only);
         assert_eq!(o.cache.acregmin, Duration::from_secs(1));
         assert_eq!(o.cache.acregmax, Duration::from_secs(7));
@@ -313,6 +326,10 @@ mod tests {
         ));
         assert!(matches!(
             o.apply("nconnect=x"),
+            Err(OptionError::BadValue { .. })
+        ));
+        assert!(matches!(
+            o.apply("wb_max_outstanding_kb=2097152"),
             Err(OptionError::BadValue { .. })
         ));
     }

@@ -359,6 +359,43 @@ fn parallel_writers_and_stat() {
 }
 
 #[test]
+fn stat_of_a_file_being_written_shows_what_was_written() {
+    if skip("stat_of_a_file_being_written_shows_what_was_written") {
+        return;
+    }
+    // Several WRITEs in flight, bounded by bytes.
+    let t = TestMount::with_options("wsize=65536,wb_max_outstanding_kb=192");
+    let p = t.m("growing");
+    let mut f = File::create(&p).unwrap();
+    let chunk = pattern(100_000, 7);
+    for i in 1..=12u64 {
+        f.write_all(&chunk).unwrap();
+        if i == 6 {
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).unwrap();
+        }
+        let on_mount = fs::metadata(&p).unwrap();
+        assert_eq!(on_mount.len(), i * 100_000);
+        // The stat waited for every byte written before it: the server has
+        // them, and its mtime is the one reported.
+        let on_server = fs::metadata(t.e("growing")).unwrap();
+        assert_eq!(on_server.len(), i * 100_000);
+        assert_eq!(
+            (on_mount.mtime(), on_mount.mtime_nsec()),
+            (on_server.mtime(), on_server.mtime_nsec())
+        );
+        if i >= 6 {
+            assert_eq!(
+                on_mount.mode() & 0o777,
+                0o640,
+                "a chmod while writing shows"
+            );
+        }
+    }
+    drop(f);
+    assert_eq!(fs::read(t.e("growing")).unwrap(), chunk.repeat(12));
+}
+
+#[test]
 fn unmount_writes_back_and_leaves_nothing_mounted() {
     if skip("unmount_writes_back_and_leaves_nothing_mounted") {
         return;

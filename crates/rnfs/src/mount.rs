@@ -43,7 +43,12 @@ Mount options (-o, comma-separated, as mount.nfs spells them):
   nconnect=N              TCP connections to the server, 1-16 (1)
   rsize=B, wsize=B        READ/WRITE size, 4096-1048576 (the server's preference)
   wb_max_outstanding=N    WRITEs in flight per file (write-behind; 0 = legacy,
-                          synchronous writes)
+                          synchronous writes) (16)
+  wb_max_outstanding_kb=K KiB of WRITEs in flight per file, 0 = no limit
+                          (2048). A stat() of a file being written waits for
+                          them, so this bounds its latency; one WRITE is always
+                          allowed. A single writer over a long fast link wants
+                          its bandwidth-delay product here.
   wb_dirty_mb=M           dirty MiB all files may hold before writers wait (256)
   threads=N               threads serving FUSE requests (16)
   allow_other, noallow_other
