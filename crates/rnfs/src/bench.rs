@@ -445,6 +445,8 @@ pub(crate) enum ModeArg {
 pub(crate) enum PolicyArg {
     /// Lock-free queue, O(1) idle stack, one waker.
     Lwq,
+    /// As lwq, with the task handed to the thread woken for it.
+    LwqHandoff,
     /// Baseline: mutex and linear walk of all threads.
     Listwalk,
     /// Baseline: broadcast wake-up.
@@ -455,6 +457,7 @@ impl From<PolicyArg> for Policy {
     fn from(p: PolicyArg) -> Policy {
         match p {
             PolicyArg::Lwq => Policy::Lwq,
+            PolicyArg::LwqHandoff => Policy::LwqHandoff,
             PolicyArg::Listwalk => Policy::ListWalk,
             PolicyArg::Wakeall => Policy::WakeAll,
         }
@@ -491,7 +494,7 @@ pub(crate) struct SchedArgs {
     #[arg(long, value_enum, default_value_t = ModeArg::Both)]
     mode: ModeArg,
     /// Policies to compare (comma separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PolicyArg::Lwq, PolicyArg::Listwalk, PolicyArg::Wakeall])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PolicyArg::Lwq, PolicyArg::LwqHandoff, PolicyArg::Listwalk, PolicyArg::Wakeall])]
     policies: Vec<PolicyArg>,
     /// Service thread counts (comma separated).
     #[arg(long, value_delimiter = ',', default_values_t = [8, 32, 128, 512, 2048],

@@ -263,6 +263,9 @@ enum PoolModeArg {
 enum PolicyArg {
     /// Lock-free queue, LIFO idle stack, one thread waking at a time (Linux 6.6+).
     Lwq,
+    /// As lwq, but the waker hands the connection to the thread it wakes: no
+    /// wasted wake-ups, more wake-ups in all (measured in docs/benchmarks.md).
+    LwqHandoff,
     /// One lock per pool and a walk over all threads for an idle one (before 6.6).
     Listwalk,
     /// One lock and a wake-everyone broadcast per connection (baseline).
@@ -284,6 +287,7 @@ impl From<PolicyArg> for Policy {
     fn from(p: PolicyArg) -> Self {
         match p {
             PolicyArg::Lwq => Policy::Lwq,
+            PolicyArg::LwqHandoff => Policy::LwqHandoff,
             PolicyArg::Listwalk => Policy::ListWalk,
             PolicyArg::Wakeall => Policy::WakeAll,
         }

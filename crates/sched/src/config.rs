@@ -10,8 +10,15 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum Policy {
     /// Lock-free pending queue, O(1) idle stack, one thread waking at a time
-    /// (Linux since 6.6, plus a bound on woken-but-not-running threads).
+    /// (Linux since 6.6, plus a bound on woken-but-not-running threads). A
+    /// woken thread dequeues for itself, so a running thread may take the work
+    /// first (a wasted wake-up), which keeps hot threads busy.
     Lwq,
+    /// `Lwq`, but the waker dequeues and hands the task to the thread it wakes:
+    /// no wasted wake-ups, at the price of a wake-up for nearly every task
+    /// (running threads no longer pick up work queued for a woken one).
+    #[serde(rename = "lwq-handoff")]
+    LwqHandoff,
     /// Baseline: one pool mutex, a FIFO behind it, and a linear walk of all
     /// threads for an idle one (Linux before 6.6).
     ListWalk,
@@ -22,12 +29,18 @@ pub enum Policy {
 
 impl Policy {
     /// Every policy, in the order benchmarks report them.
-    pub const ALL: [Policy; 3] = [Policy::Lwq, Policy::ListWalk, Policy::WakeAll];
+    pub const ALL: [Policy; 4] = [
+        Policy::Lwq,
+        Policy::LwqHandoff,
+        Policy::ListWalk,
+        Policy::WakeAll,
+    ];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             Policy::Lwq => "lwq",
+            Policy::LwqHandoff => "lwq-handoff",
             Policy::ListWalk => "listwalk",
             Policy::WakeAll => "wakeall",
         }
@@ -54,12 +67,13 @@ impl FromStr for Policy {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "lwq" => Ok(Policy::Lwq),
+            "lwq-handoff" => Ok(Policy::LwqHandoff),
             "listwalk" => Ok(Policy::ListWalk),
             "wakeall" => Ok(Policy::WakeAll),
             _ => Err(ParseNameError {
                 kind: "scheduler policy",
                 name: s.to_owned(),
-                expected: "lwq, listwalk, wakeall",
+                expected: "lwq, lwq-handoff, listwalk, wakeall",
             }),
         }
     }
@@ -260,7 +274,7 @@ mod tests {
             assert_eq!(m.name().parse::<PoolMode>().ok(), Some(m));
         }
         let err = "fifo".parse::<Policy>().unwrap_err().to_string();
-        assert!(err.contains("lwq, listwalk, wakeall"), "{err}");
+        assert!(err.contains("lwq, lwq-handoff, listwalk, wakeall"), "{err}");
     }
 
     #[test]

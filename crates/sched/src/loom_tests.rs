@@ -15,10 +15,14 @@ use crate::task::{Marked, Released, Task};
 use crate::Policy;
 
 fn pool(threads: usize, min: usize, max_waking: usize) -> Arc<Pool<u32>> {
+    pool_with(Policy::Lwq, threads, min, max_waking)
+}
+
+fn pool_with(policy: Policy, threads: usize, min: usize, max_waking: usize) -> Arc<Pool<u32>> {
     let ctl = PoolCtl::new(threads, min, threads, Duration::from_secs(5));
     Arc::new(Pool::new(
         Vec::new(),
-        Policy::Lwq,
+        policy,
         max_waking,
         ctl,
         Instant::now(),
@@ -80,8 +84,17 @@ fn worker(pool: Arc<Pool<u32>>, done: Arc<Done>) -> thread::JoinHandle<ExitReaso
 
 #[test]
 fn going_idle_loses_no_wakeup() {
-    loom::model(|| {
-        let pool = pool(1, 1, 1);
+    going_idle_loses_no_wakeup_with(Policy::Lwq);
+}
+
+#[test]
+fn going_idle_loses_no_wakeup_handoff() {
+    going_idle_loses_no_wakeup_with(Policy::LwqHandoff);
+}
+
+fn going_idle_loses_no_wakeup_with(policy: Policy) {
+    loom::model(move || {
+        let pool = pool_with(policy, 1, 1, 1);
         let done = Arc::new(Done::default());
         let w = worker(Arc::clone(&pool), Arc::clone(&done));
         produce(&pool, &Arc::new(Task::new(7, 0)));
@@ -118,15 +131,15 @@ fn at_most_one_thread_waking() {
     });
 }
 
-/// Two workers, two producers, two tasks: whatever the interleaving (a
-/// running worker finishing and looking at the queue while another is being
-/// woken for the next task), no worker is woken to find nothing. Before the
-/// direct hand-off this model failed: the running worker took the task the
-/// woken one was woken for.
+/// `lwq-handoff`: two workers, two producers, two tasks: whatever the
+/// interleaving (a running worker finishing and looking at the queue while
+/// another is being woken for the next task), no worker is woken to find
+/// nothing. With `lwq` this model fails (wasted_wakeups = 1): the running
+/// worker takes the task the woken one was woken for.
 #[test]
-fn woken_threads_always_have_work() {
+fn handoff_woken_threads_always_have_work() {
     loom::model(|| {
-        let pool = pool(2, 2, 2);
+        let pool = pool_with(Policy::LwqHandoff, 2, 2, 2);
         let done = Arc::new(Done::default());
         let workers: Vec<_> = (0..2)
             .map(|_| worker(Arc::clone(&pool), Arc::clone(&done)))

@@ -250,7 +250,8 @@ impl<T> Pool<T> {
         epoch: Instant,
     ) -> Self {
         let policy = match policy {
-            Policy::Lwq => PolicyState::Lwq(WakeOne::new(max_waking)),
+            Policy::Lwq => PolicyState::Lwq(WakeOne::new(max_waking, false)),
+            Policy::LwqHandoff => PolicyState::Lwq(WakeOne::new(max_waking, true)),
             Policy::ListWalk => PolicyState::ListWalk(ListWalk::new()),
             Policy::WakeAll => PolicyState::WakeAll(WakeAll::new()),
         };

@@ -125,7 +125,7 @@ fn run(policy: Policy, max_waking: usize, total: usize) {
         .count();
     assert_eq!(duplicates, 0, "{policy}: items not processed exactly once");
     let st = s.stats().total();
-    if policy == Policy::Lwq {
+    if matches!(policy, Policy::Lwq | Policy::LwqHandoff) {
         assert!(st.peak_waking <= max_waking as u64, "{policy}: {st:?}");
     }
     let expected = (total / 20_000) as u64;
@@ -144,6 +144,11 @@ fn stress_lwq_one_waker() {
 #[test]
 fn stress_lwq_bounded_wakers() {
     run(Policy::Lwq, 4, items() / 2);
+}
+
+#[test]
+fn stress_lwq_handoff() {
+    run(Policy::LwqHandoff, 1, items() / 2);
 }
 
 #[test]

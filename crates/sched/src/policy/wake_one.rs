@@ -20,7 +20,8 @@
 //! A woken thread decrements `waking` as soon as it runs, before any work, so
 //! a thread that blocks in its handler never holds the waking bound.
 //!
-//! **Direct hand-off.** A waker that wakes a thread for work pops the oldest
+//! **Direct hand-off** (`lwq-handoff` only). A waker that wakes a thread for
+//! work pops the oldest
 //! task itself and hands it to the thread it wakes ([`WorkerSlot::hand`]), so
 //! a woken thread never finds that a running thread took its work first (a
 //! wasted wake-up: Linux's `svc_recv` pays one then). The order is: claim a
@@ -29,6 +30,11 @@
 //! the task), the claim is given back without touching the stack, and since
 //! giving it back ends a "waking" that another producer may have relied on
 //! (pair 2), the waker then fences and looks again, like a woken thread.
+//! Without hand-off (`lwq`, the default), a woken thread pops for itself, and
+//! a running thread that finishes first takes the task: the woken thread
+//! finds nothing, but the task ran on a hot thread without waiting for a
+//! wake-up. Measured side by side (docs/benchmarks.md), that is the faster
+//! trade: hand-off removes the wasted wake-ups and adds more useful ones.
 
 use std::sync::Arc;
 
@@ -46,6 +52,8 @@ pub(crate) struct WakeOne<T> {
     /// in the module docs.
     state: AtomicU64,
     max_waking: u64,
+    /// The waker hands the task to the thread it wakes (`lwq-handoff`).
+    handoff: bool,
 }
 
 impl<T> std::fmt::Debug for Lwq<T> {
@@ -57,11 +65,12 @@ impl<T> std::fmt::Debug for Lwq<T> {
 }
 
 impl<T> WakeOne<T> {
-    pub(crate) fn new(max_waking: usize) -> Self {
+    pub(crate) fn new(max_waking: usize, handoff: bool) -> Self {
         WakeOne {
             pending: Lwq::new(),
             state: AtomicU64::new(0),
             max_waking: u64::try_from(max_waking).unwrap_or(u64::MAX),
+            handoff,
         }
     }
 
@@ -87,9 +96,12 @@ impl<T> WakeOne<T> {
     }
 
     /// Claims an idle thread (unless `bound` are waking or none is idle),
-    /// pops the oldest pending task and hands it to that thread. Returns
-    /// whether a thread was woken.
+    /// pops the oldest pending task and hands it to that thread (without
+    /// hand-off: just wakes it). Returns whether a thread was woken.
     fn wake_with_task(&self, pool: &Pool<T>, bound: u64) -> bool {
+        if !self.handoff {
+            return self.notify_one_idle(pool, bound);
+        }
         loop {
             let Some(before) = self.claim(bound) else {
                 return false;
@@ -202,7 +214,7 @@ impl<T> WakeOne<T> {
         loop {
             // A woken thread runs what it was handed before anything else,
             // even an exit: the task is off the queue and only it has it.
-            let task = match woken.then(|| me.take_handed()).flatten() {
+            let task = match (woken && self.handoff).then(|| me.take_handed()).flatten() {
                 Some(task) => Some(task),
                 None => {
                     if let Some(reason) = pool.ctl.claim_exit(&pool.counters) {
