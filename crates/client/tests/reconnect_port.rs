@@ -9,29 +9,17 @@
 //! this test ran beside the rest of `transport.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+#[path = "support/calls.rs"]
+mod calls;
 #[path = "support/fake_server.rs"]
 mod fake_server;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use calls::{call_u32, options};
 use fake_server::fake_server;
-use rnfs_client::{ClientError, ClientOptions, Credential, RpcClient};
-
-const PROG: u32 = 400_123;
-
-fn options(timeout_ms: u64, retrans: u32, max_slots: u32) -> ClientOptions {
-    ClientOptions {
-        timeout: Duration::from_millis(timeout_ms),
-        retrans,
-        max_slots,
-        ..ClientOptions::default()
-    }
-}
-
-fn call_u32(rpc: &RpcClient, arg: u32) -> Result<u32, ClientError> {
-    rpc.call(&Credential::root(), PROG, 1, 1, &arg, |r| r.read_u32())
-}
+use rnfs_client::RpcClient;
 
 #[test]
 fn a_retransmission_after_reconnecting_comes_from_the_same_source_port() {

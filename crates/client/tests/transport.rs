@@ -3,6 +3,8 @@
 //! (std `TcpListener`) and the in-process rnfs server.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+#[path = "support/calls.rs"]
+mod calls;
 mod common;
 #[path = "support/fake_server.rs"]
 mod fake_server;
@@ -12,25 +14,11 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use calls::{call_u32, options, PROG};
 use common::{Backend, TestServer};
 use fake_server::{fake_server, Call};
 use rnfs_client::{ClientError, ClientOptions, Credential, RpcClient};
 use rnfs_nfs3::{CreateHow3, Sattr3, StableHow};
-
-const PROG: u32 = 400_123;
-
-fn options(timeout_ms: u64, retrans: u32, max_slots: u32) -> ClientOptions {
-    ClientOptions {
-        timeout: Duration::from_millis(timeout_ms),
-        retrans,
-        max_slots,
-        ..ClientOptions::default()
-    }
-}
-
-fn call_u32(rpc: &RpcClient, arg: u32) -> Result<u32, ClientError> {
-    rpc.call(&Credential::root(), PROG, 1, 1, &arg, |r| r.read_u32())
-}
 
 /// Waits until `cond` holds (at most 10 s).
 fn eventually(what: &str, cond: impl Fn() -> bool) {

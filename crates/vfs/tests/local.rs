@@ -7,6 +7,10 @@
     reason = "the shared conformance module is pub for every backend's test crate"
 )]
 
+#[path = "support/mounted.rs"]
+mod mounted;
+use mounted::Mounted;
+
 #[macro_use]
 mod conformance;
 
@@ -440,18 +444,6 @@ fn foreign_handles() {
     }
     if tried == 0 {
         eprintln!("note: no other file system with handles to try");
-    }
-}
-
-/// Unmounts on drop (lazily, so a failing test never leaves it busy).
-struct Mounted<'a>(&'a Path);
-
-impl Drop for Mounted<'_> {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(self.0)
-            .status();
     }
 }
 

@@ -4,6 +4,10 @@
 //! carries none.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+#[path = "support/mounted.rs"]
+mod mounted;
+use mounted::Mounted;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -168,18 +172,6 @@ fn readdirplus_agrees_with_lookup() {
             identity::switch_to(&Cred::root()).unwrap();
         });
     });
-}
-
-/// Lazily unmounts on drop, so a failing test never leaves it busy.
-struct Mounted<'a>(&'a Path);
-
-impl Drop for Mounted<'_> {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(self.0)
-            .status();
-    }
 }
 
 /// A directory bind-mounted on itself is the same inode on the same file
