@@ -255,6 +255,25 @@ struct State {
 }
 
 impl State {
+    /// A file's state before any I/O.
+    fn new(wb: Writeback<NfsError>, ra: ReadAhead) -> Self {
+        State {
+            wb,
+            pending: BTreeMap::new(),
+            post_op: None,
+            post_op_replies: 0,
+            post_op_floor: 0,
+            last_write: 0,
+            busy: 0,
+            charged: 0,
+            ra,
+            cache: BTreeMap::new(),
+            cache_bytes: 0,
+            cache_epoch: 0,
+            stats: FileStats::default(),
+        }
+    }
+
     /// Hands WRITE `id`'s reply to the engine, keeping its post-op
     /// attributes if they are the freshest.
     fn write_reply(&mut self, now: Duration, id: WriteId, outcome: Result<WriteOutcome, NfsError>) {
@@ -409,21 +428,7 @@ impl NfsFile {
             config,
             budget,
             epoch: Instant::now(),
-            state: Mutex::new(State {
-                wb,
-                pending: BTreeMap::new(),
-                post_op: None,
-                post_op_replies: 0,
-                post_op_floor: 0,
-                last_write: 0,
-                busy: 0,
-                charged: 0,
-                ra,
-                cache: BTreeMap::new(),
-                cache_bytes: 0,
-                cache_epoch: 0,
-                stats: FileStats::default(),
-            }),
+            state: Mutex::new(State::new(wb, ra)),
             progress: Condvar::new(),
         }
     }
@@ -921,21 +926,7 @@ mod tests {
             dirty_expire: Duration::from_secs(30),
             commit_threshold: 0,
         };
-        State {
-            wb: Writeback::new(&config, 0),
-            pending: BTreeMap::new(),
-            post_op: None,
-            post_op_replies: 0,
-            post_op_floor: 0,
-            last_write: 0,
-            busy: 0,
-            charged: 0,
-            ra: ReadAhead::new(4096, 0),
-            cache: BTreeMap::new(),
-            cache_bytes: 0,
-            cache_epoch: 0,
-            stats: FileStats::default(),
-        }
+        State::new(Writeback::new(&config, 0), ReadAhead::new(4096, 0))
     }
 
     /// A WRITE reply whose post-op attributes have this ctime and mode.
