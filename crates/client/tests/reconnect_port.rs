@@ -1,12 +1,13 @@
 //! A reconnect keeps its source port, so the server's duplicate request cache
 //! (keyed on the client's address and port) recognises the retransmissions.
 //!
-//! In a test binary of its own: the port is free only between the server's
-//! reset and our bind, and sockets that sibling tests connect meanwhile (std
-//! sockets, without `SO_REUSEADDR`) may be given that port number towards
-//! their own servers, which makes our bind fail and the client fall back to
-//! any port, as designed. That is what failed three clean-clone CI runs when
-//! this test ran beside the rest of `transport.rs`.
+//! This failed in clean-clone CI runs, after the earlier test binaries had
+//! left thousands of sockets in TIME_WAIT: the client's first connection let
+//! `connect` choose its port, and `connect` shares a port with TIME_WAIT
+//! sockets towards other peers, so the reconnect's `bind` to that port failed
+//! (they lack SO_REUSEADDR) and the client fell back to another port. With
+//! 12,000 TIME_WAIT sockets on the host it failed 8 times in 10; since the
+//! first connection binds port 0 itself (`transport/socket.rs`), 0 in 10.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 #[path = "support/calls.rs"]

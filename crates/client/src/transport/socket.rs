@@ -5,10 +5,12 @@
 //! recognise the retransmissions. When the server closed first, our old
 //! socket may hold the port for a moment (LAST_ACK), so the bind is retried
 //! briefly; when the port cannot be had (still in use, or in `TIME_WAIT`
-//! towards the same server), the caller falls back to any port.
+//! towards the same server), the caller falls back to any port. The first
+//! connection takes its port with `bind` (port 0), so that no other socket
+//! shares it and the reconnect's bind can succeed.
 
 use std::io;
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -52,9 +54,16 @@ fn connect_from(
 ) -> io::Result<TcpStream> {
     let socket = Socket::new(Domain::for_address(peer), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
-    if let Some(local) = local {
-        socket.bind(&SockAddr::from(local))?;
-    }
+    // A first connection binds port 0 explicitly rather than letting
+    // `connect` pick one: `connect` may hand out a port that sockets towards
+    // other peers still hold (in TIME_WAIT, without SO_REUSEADDR), and our
+    // reconnect's bind to it would then fail for a minute. `bind` picks a port
+    // nobody holds, and `connect` never shares a port taken by `bind`.
+    let local = local.unwrap_or_else(|| match peer {
+        SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+        SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
+    });
+    socket.bind(&SockAddr::from(local))?;
     let peer = SockAddr::from(peer);
     if timeout.is_zero() {
         socket.connect(&peer)?;
