@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{lookup, opener};
+
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,12 +27,6 @@ const KEY: [u8; 16] = *b"rnfs-test-key-16";
 struct Fixture {
     server: Server,
     dir: tempfile::TempDir,
-}
-
-fn opener(c: &ExportConfig) -> Result<Arc<dyn Filesystem>, String> {
-    rnfs_vfs::local::LocalFs::open(&c.path, Default::default())
-        .map(|fs| Arc::new(fs) as Arc<dyn Filesystem>)
-        .map_err(|e| e.to_string())
 }
 
 impl Fixture {
@@ -100,19 +96,6 @@ fn procedure<'a>(s: &'a StatsSnapshot, program: &str, name: &str) -> &'a Procedu
 
 fn client<'a>(s: &'a StatsSnapshot, addr: &str) -> Option<&'a ClientSnapshot> {
     s.clients.iter().find(|c| c.addr == addr)
-}
-
-fn lookup(c: &mut SyncConnection, dir: &FileHandle, name: &[u8]) -> LookupRes {
-    c.nfs(
-        NfsProc3::Lookup,
-        &LookupArgs {
-            what: DirOpArgs3 {
-                dir: dir.as_fh3(),
-                name,
-            },
-        },
-    )
-    .unwrap()
 }
 
 fn read(c: &mut SyncConnection, fh: &FileHandle, offset: u64, count: u32) -> usize {

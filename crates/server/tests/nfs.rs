@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{lookup, opener};
+
 use std::sync::Arc;
 
 use rnfs_client::{CallError, SyncConnection};
@@ -12,21 +14,9 @@ use rnfs_rpc::ReplyStatus;
 use rnfs_server::nfs::exports::{Access, BackendKind};
 use rnfs_server::nfs::{self, ExportConfig, Exports, HandleKey};
 use rnfs_server::Server;
-use rnfs_vfs::Filesystem;
 use rnfs_xdr::{Decode, Reader};
 
 const KEY: [u8; 16] = *b"rnfs-test-key-16";
-
-fn opener(c: &ExportConfig) -> Result<Arc<dyn Filesystem>, String> {
-    match c.backend {
-        BackendKind::Memory => Ok(Arc::new(rnfs_vfs::memory::MemoryFs::new(u64::from(
-            c.export_id(),
-        )))),
-        BackendKind::Local => rnfs_vfs::local::LocalFs::open(&c.path, Default::default())
-            .map(|fs| Arc::new(fs) as Arc<dyn Filesystem>)
-            .map_err(|e| e.to_string()),
-    }
-}
 
 struct Fixture {
     server: Server,
@@ -60,19 +50,6 @@ impl Fixture {
     fn connect(&self) -> SyncConnection {
         SyncConnection::connect(self.server.local_addrs()[0]).unwrap()
     }
-}
-
-fn lookup(c: &mut SyncConnection, dir: &FileHandle, name: &[u8]) -> LookupRes {
-    c.nfs(
-        NfsProc3::Lookup,
-        &LookupArgs {
-            what: DirOpArgs3 {
-                dir: dir.as_fh3(),
-                name,
-            },
-        },
-    )
-    .unwrap()
 }
 
 fn create(c: &mut SyncConnection, dir: &FileHandle, name: &[u8]) -> FileHandle {

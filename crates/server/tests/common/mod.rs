@@ -7,7 +7,14 @@ use std::time::{Duration, Instant};
 
 use rnfs_rpc::{decode_reply, encode_call, Auth, ReplyStatus};
 use rnfs_sched::{Config, PoolMode};
+use std::sync::Arc;
+
+use rnfs_client::SyncConnection;
+use rnfs_nfs3::{DirOpArgs3, FileHandle, LookupArgs, LookupRes, NfsProc3};
+use rnfs_server::nfs::exports::BackendKind;
+use rnfs_server::nfs::ExportConfig;
 use rnfs_server::{Server, ServerConfig};
+use rnfs_vfs::Filesystem;
 
 pub(crate) const NFS: u32 = 100_003;
 pub(crate) const MOUNT: u32 = 100_005;
@@ -127,4 +134,30 @@ pub(crate) fn still_open(s: &mut TcpStream) -> bool {
     let open = matches!(s.read(&mut buf), Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut));
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     open
+}
+
+/// Opens an export's backend (memory or local), as `rnfs serve` does.
+pub(crate) fn opener(c: &ExportConfig) -> Result<Arc<dyn Filesystem>, String> {
+    match c.backend {
+        BackendKind::Memory => Ok(Arc::new(rnfs_vfs::memory::MemoryFs::new(u64::from(
+            c.export_id(),
+        )))),
+        BackendKind::Local => rnfs_vfs::local::LocalFs::open(&c.path, Default::default())
+            .map(|fs| Arc::new(fs) as Arc<dyn Filesystem>)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// LOOKUP of `name` in `dir`.
+pub(crate) fn lookup(c: &mut SyncConnection, dir: &FileHandle, name: &[u8]) -> LookupRes {
+    c.nfs(
+        NfsProc3::Lookup,
+        &LookupArgs {
+            what: DirOpArgs3 {
+                dir: dir.as_fh3(),
+                name,
+            },
+        },
+    )
+    .unwrap()
 }
