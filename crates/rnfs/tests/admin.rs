@@ -111,6 +111,20 @@ impl Serve {
         self.log.lock().unwrap().join("\n")
     }
 
+    /// Waits (up to 10 s) until the server's log contains `text`: its stderr is
+    /// read by another thread, so a line logged before a reply may arrive after.
+    fn wait_for_log(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.log_text().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "no {text:?} in the log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// An NFS/MOUNT client that fails fast instead of retrying.
     fn client(&self) -> NfsClient {
         self.client_with_timeout(Duration::from_secs(20))
@@ -333,7 +347,7 @@ fn threads_set_changes_the_thread_count_seen_in_stats() {
     // Only one bound: the other stays.
     let r = admin.ok(json!({"cmd": "threads", "max": 5}));
     assert_eq!((r["min"].clone(), r["max"].clone()), (json!(1), json!(5)));
-    assert!(server.log_text().contains("service thread limits changed"));
+    server.wait_for_log("service thread limits changed");
 }
 
 #[test]
@@ -479,8 +493,8 @@ fn exports_added_can_be_mounted_and_removed_ones_cannot() {
     assert!(matches!(e, NfsError::Status(Nfsstat3::Stale)), "{e}");
     // The other export's client carries on with its handles.
     nfs.getattr(&kept).unwrap();
-    assert!(server.log_text().contains("export reloaded"));
-    assert!(server.log_text().contains("change=\"removed\""));
+    server.wait_for_log("export reloaded");
+    server.wait_for_log("change=\"removed\"");
 }
 
 #[test]
@@ -535,12 +549,8 @@ fn export_changes_say_they_are_not_saved_and_reload_rereads_the_file() {
     );
     write_config("");
     kill(server.pid(), Signal::SIGHUP).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !server.log_text().contains("SIGHUP: reloaded") {
-        assert!(Instant::now() < deadline, "{}", server.log_text());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(server.log_text().contains("export=/c change=\"removed\""));
+    server.wait_for_log("SIGHUP: reloaded");
+    server.wait_for_log("export=/c change=\"removed\"");
     assert_eq!(
         admin
             .ok(json!({"cmd": "exports"}))
