@@ -116,13 +116,22 @@ pub fn switch_to(cred: &Cred) -> Result<(), IdentityError> {
 }
 
 /// Runs `f` with fsuid and fsgid 0 (the file-system capabilities back), then
-/// restores the thread's previous fsuid and fsgid, even if `f` panics. It reads
-/// the thread's real ids rather than trusting the cached identity, so a thread
-/// that inherited a switched identity from its creator is handled too.
+/// restores the thread's previous fsuid and fsgid, even if `f` panics. A thread
+/// whose identity [`switch_to`] set trusts that record (no system call at all if
+/// it is root's); otherwise it reads the thread's real ids, so a thread that
+/// inherited a switched identity from its creator is handled too.
 pub fn as_fs_root<T>(f: impl FnOnce() -> T) -> T {
-    // SAFETY: setfsuid/setfsgid with the invalid id -1 change nothing and return
-    // the current value.
-    let (uid, gid) = unsafe { (libc::setfsuid(u32::MAX), libc::setfsgid(u32::MAX)) };
+    let known = CURRENT.with(|current| current.borrow().as_ref().map(|c| (c.uid, c.gid)));
+    let (uid, gid) = known.unwrap_or_else(|| {
+        // SAFETY: setfsuid/setfsgid with the invalid id -1 change nothing and
+        // return the current value.
+        unsafe {
+            (
+                libc::setfsuid(u32::MAX) as u32,
+                libc::setfsgid(u32::MAX) as u32,
+            )
+        }
+    });
     if uid == 0 && gid == 0 {
         return f();
     }
@@ -138,7 +147,7 @@ pub fn as_fs_root<T>(f: impl FnOnce() -> T) -> T {
             }
         }
     }
-    let _restore = Restore(uid as libc::uid_t, gid as libc::gid_t);
+    let _restore = Restore(uid, gid);
     // Raising fsuid to 0 cannot fail for a process whose effective uid is 0
     // (the only kind that switches identities).
     // SAFETY: only this thread's credentials change.
@@ -191,5 +200,32 @@ mod tests {
         // The other thread's switch never affected this one.
         std::fs::read(&secret).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn as_fs_root_restores_an_identity_it_has_no_record_of() {
+        if !can_switch() {
+            eprintln!("skipped: not root");
+            return;
+        }
+        std::thread::spawn(|| {
+            // Switched behind the module's back, as a thread created by a
+            // switched thread starts: no record in CURRENT.
+            // SAFETY: only this thread's credentials change.
+            unsafe {
+                libc::setfsgid(4242);
+                libc::setfsuid(4242);
+            }
+            let inside = as_fs_root(|| {
+                // SAFETY: -1 changes nothing and returns the current value.
+                unsafe { (libc::setfsuid(u32::MAX), libc::setfsgid(u32::MAX)) }
+            });
+            assert_eq!(inside, (0, 0));
+            // SAFETY: as above.
+            let after = unsafe { (libc::setfsuid(u32::MAX), libc::setfsgid(u32::MAX)) };
+            assert_eq!(after, (4242, 4242));
+        })
+        .join()
+        .unwrap();
     }
 }

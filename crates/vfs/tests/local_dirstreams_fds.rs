@@ -14,6 +14,10 @@ fn open_fds() -> usize {
 
 #[test]
 fn open_streams_are_bounded_and_closed_with_the_backend() {
+    if !rnfs_vfs::identity::can_switch() {
+        eprintln!("skipped: unprivileged, handles resolve only through their cache");
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let dirs = 3 * BOUND;
     for d in 0..dirs {
@@ -26,8 +30,10 @@ fn open_streams_are_bounded_and_closed_with_the_backend() {
     // Streams of a directory changed in the last few ms are not kept.
     std::thread::sleep(std::time::Duration::from_millis(100));
     let before = open_fds();
+    // No resolved handles kept: only streams hold descriptors here.
     let options = LocalOptions {
         dir_streams: BOUND,
+        handle_cache: 0,
         ..LocalOptions::default()
     };
     let fs = LocalFs::open(dir.path(), options).unwrap();

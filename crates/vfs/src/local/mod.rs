@@ -21,8 +21,14 @@
 //! # Handles
 //! A handle is the kernel's own (`name_to_handle_at`), see `handle.rs`: stable
 //! across restarts, O(1) to resolve with `open_by_handle_at(export, handle,
-//! O_PATH)`, no table. That call needs `CAP_DAC_READ_SEARCH`, which a thread
-//! loses when the server switches its fsuid to the caller's; resolution therefore
+//! O_PATH)`, no table. The descriptors it opens are kept in a bounded cache
+//! (CLOCK, at most an eighth of `RLIMIT_NOFILE`), so resolving a hot handle
+//! costs no system call: a GETATTR is one `fstat`. A cached descriptor pins its
+//! inode, so it cannot stand for a reused inode number, and every resolution
+//! `fstat`s it: one with no links left is dropped and the handle is `Stale`,
+//! as a fresh `open_by_handle_at` would say. That call needs
+//! `CAP_DAC_READ_SEARCH`, which a thread loses when the server switches its
+//! fsuid to the caller's; resolution therefore
 //! runs under [`identity::as_fs_root`], and only the resolution: the `O_PATH`
 //! descriptor it yields grants no access, and every access (open for reading or
 //! writing, listing, creating, removing) happens with the caller's identity.
@@ -62,8 +68,8 @@
 //!
 //! REMOVE, RMDIR and RENAME drop the object whose last link they removed from
 //! the caches, so its space is freed at once; a file deleted by another process
-//! stays allocated until its descriptor is evicted. A handle whose object has no
-//! links left is `Stale`.
+//! stays allocated until its descriptor is evicted or its handle is next used.
+//! A handle whose object has no links left is `Stale`.
 //!
 //! # READDIR cookies
 //! `.` and `..` come first with the cookies `1 << 63 | 1` and `1 << 63 | 2`; the
@@ -147,8 +153,10 @@ pub struct LocalOptions {
     /// reopen, so the default is large: the cost per call should not depend on
     /// how many files clients have in use.
     pub open_files: usize,
-    /// Unprivileged mode only: how many handles to remember (one `O_PATH`
-    /// descriptor each; at most a quarter of `RLIMIT_NOFILE` is used).
+    /// How many resolved handles to keep (one `O_PATH` descriptor each).
+    /// Privileged, a miss costs an `open_by_handle_at` and at most an eighth of
+    /// `RLIMIT_NOFILE` is used; unprivileged, the cache is the only way to
+    /// resolve (a miss is `Stale`) and it may use a quarter.
     pub handle_cache: usize,
     /// How many READDIR listings to keep open between calls (one directory
     /// descriptor and up to 32 KiB of read entries each; at most a sixteenth
@@ -241,7 +249,12 @@ pub struct LocalFs {
     root_mount_id: i32,
     fsid: u64,
     read_only: bool,
-    resolver: Resolver,
+    /// Handles resolve through `open_by_handle_at` (else only through `paths`).
+    privileged: bool,
+    /// `O_PATH` descriptors by handle. Privileged: what `open_by_handle_at`
+    /// opened, so a hot handle resolves with no system call. Unprivileged: the
+    /// only way to resolve (filled by lookup, create and readdirplus).
+    paths: ClockCache<Arc<OwnedFd>>,
     /// Descriptors opened for reading or writing, by handle.
     open_files: ClockCache<Arc<OpenFile>>,
     /// Directory listings left part way, by handle and resume cookie.
@@ -260,15 +273,6 @@ pub struct LocalFs {
     info: FsInfo,
 }
 
-/// How handles become descriptors.
-#[derive(Debug)]
-enum Resolver {
-    /// `open_by_handle_at` (privileged).
-    Kernel,
-    /// A bounded cache of `O_PATH` descriptors (unprivileged).
-    Cached(ClockCache<Arc<OwnedFd>>),
-}
-
 /// A cached descriptor opened for reading, or for reading and writing.
 #[derive(Debug)]
 struct OpenFile {
@@ -285,9 +289,7 @@ struct Node {
 /// Where a node's descriptor comes from. Operations use it only with
 /// `AT_EMPTY_PATH`, `fstat` and as a directory, which any of these allow.
 enum NodeFd {
-    /// Just resolved (`O_PATH`).
-    Owned(OwnedFd),
-    /// The root, or from the unprivileged cache (`O_PATH`).
+    /// The root, or from the handle cache (`O_PATH`).
     Shared(Arc<OwnedFd>),
     /// From the open-file cache (opened for reading or writing).
     File(Arc<OpenFile>),
@@ -296,7 +298,6 @@ enum NodeFd {
 impl AsFd for NodeFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self {
-            Self::Owned(fd) => fd.as_fd(),
             Self::Shared(fd) => fd.as_fd(),
             Self::File(file) => file.fd.as_fd(),
         }
@@ -422,11 +423,11 @@ impl LocalFs {
             .current
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(usize::MAX);
-        let resolver = if privileged {
-            Resolver::Kernel
+        let paths = ClockCache::new(options.handle_cache.min(if privileged {
+            fd_limit / 8
         } else {
-            Resolver::Cached(ClockCache::new(options.handle_cache.min(fd_limit / 4)))
-        };
+            fd_limit / 4
+        }));
         let info = FsInfo {
             max_file_size: i64::MAX as u64,
             time_delta: Time { secs: 0, nsecs: 1 },
@@ -450,7 +451,8 @@ impl LocalFs {
             root_mount_id: kernel.mount_id,
             fsid: options.fsid.unwrap_or(root_dev),
             read_only: options.read_only || statvfs.f_flag.contains(rfs::StatVfsMountFlags::RDONLY),
-            resolver,
+            privileged,
+            paths,
             open_files: ClockCache::new(options.open_files.min(if privileged {
                 fd_limit / 2
             } else {
@@ -476,7 +478,7 @@ impl LocalFs {
     /// Whether handles resolve through the kernel (`true`) or, unprivileged,
     /// through the bounded cache (`false`).
     pub fn privileged(&self) -> bool {
-        matches!(self.resolver, Resolver::Kernel)
+        self.privileged
     }
 
     /// Whether every change is refused.
@@ -551,45 +553,16 @@ impl LocalFs {
         } else if let Some(file) = self.open_files.get(fh) {
             // A file in use: no resolution (and no identity switch) at all.
             NodeFd::File(file)
+        } else if let Some(path) = self.paths.get(fh) {
+            // The descriptor pins the inode, so it cannot have been reused for
+            // another file; a removed one is caught by `st_nlink` below.
+            NodeFd::Shared(path)
+        } else if self.privileged {
+            let path = Arc::new(self.open_by_handle(handle_type, bytes)?);
+            drop(self.paths.insert(*fh, Arc::clone(&path)));
+            NodeFd::Shared(path)
         } else {
-            match &self.resolver {
-                Resolver::Kernel => {
-                    let open = || {
-                        identity::as_fs_root(|| {
-                            sys::open_by_handle(
-                                self.root.as_fd(),
-                                handle_type,
-                                bytes,
-                                libc::O_PATH | libc::O_NOFOLLOW,
-                            )
-                        })
-                    };
-                    // Linux 6.18 sometimes answers ENOMEM, not ESTALE, for the
-                    // handle of a file whose last link was just removed (seen
-                    // under parallel tests, about one run in five; later
-                    // attempts say ESTALE). Retry a few times, then call it
-                    // Stale: a kernel truly out of memory fails everything
-                    // else too, and STALE only makes the client look again.
-                    let mut opened = open();
-                    for _ in 0..3 {
-                        if !matches!(opened, Err(Errno::NOMEM)) {
-                            break;
-                        }
-                        std::thread::yield_now();
-                        opened = open();
-                    }
-                    NodeFd::Owned(opened.map_err(|e| match e {
-                        // The kernel could not decode the bytes for this file
-                        // system: not a handle of ours.
-                        Errno::INVAL => FsError::BadHandle,
-                        Errno::NOENT | Errno::NOMEM => FsError::Stale,
-                        // Privilege lost since open: the server's fault.
-                        Errno::PERM => FsError::ServerFault,
-                        e => errno(e),
-                    })?)
-                }
-                Resolver::Cached(cache) => NodeFd::Shared(cache.get(fh).ok_or(FsError::Stale)?),
-            }
+            return Err(FsError::Stale);
         };
         let stat = rfs::fstat(&fd).map_err(errno)?;
         if stat.st_nlink == 0 {
@@ -597,6 +570,43 @@ impl LocalFs {
             return Err(FsError::Stale);
         }
         Ok(Node { fd, stat })
+    }
+
+    /// `open_by_handle_at(O_PATH)` of a handle's kernel part, as root (the
+    /// call needs `CAP_DAC_READ_SEARCH`).
+    fn open_by_handle(&self, handle_type: i32, bytes: &[u8]) -> FsResult<OwnedFd> {
+        let open = || {
+            identity::as_fs_root(|| {
+                sys::open_by_handle(
+                    self.root.as_fd(),
+                    handle_type,
+                    bytes,
+                    libc::O_PATH | libc::O_NOFOLLOW,
+                )
+            })
+        };
+        // Linux 6.18 sometimes answers ENOMEM, not ESTALE, for the handle of a
+        // file whose last link was just removed (seen under parallel tests,
+        // about one run in five; later attempts say ESTALE). Retry a few
+        // times, then call it Stale: a kernel truly out of memory fails
+        // everything else too, and STALE only makes the client look again.
+        let mut opened = open();
+        for _ in 0..3 {
+            if !matches!(opened, Err(Errno::NOMEM)) {
+                break;
+            }
+            std::thread::yield_now();
+            opened = open();
+        }
+        opened.map_err(|e| match e {
+            // The kernel could not decode the bytes for this file system: not
+            // a handle of ours.
+            Errno::INVAL => FsError::BadHandle,
+            Errno::NOENT | Errno::NOMEM => FsError::Stale,
+            // Privilege lost since open: the server's fault.
+            Errno::PERM => FsError::ServerFault,
+            e => errno(e),
+        })
     }
 
     fn resolve_dir(&self, fh: &BackendHandle) -> FsResult<Node> {
@@ -611,21 +621,16 @@ impl LocalFs {
     /// Drops `fh` from the caches (its object is gone).
     fn forget(&self, fh: &BackendHandle) {
         drop(self.open_files.remove(fh));
-        if let Resolver::Cached(cache) = &self.resolver {
-            drop(cache.remove(fh));
-        }
+        drop(self.paths.remove(fh));
     }
 
     /// After a name of `fh` was removed or replaced: drops it from the caches if
     /// that was its last link, so its space is freed now rather than at
-    /// eviction. Other links keep their (unprivileged) handle.
+    /// eviction. Other links keep their cached descriptors.
     fn forget_if_gone(&self, fh: &BackendHandle) {
         let gone = |fd: BorrowedFd<'_>| rfs::fstat(fd).map_or(true, |s| s.st_nlink == 0);
         let cached_file = self.open_files.get(fh);
-        let cached_path = match &self.resolver {
-            Resolver::Cached(cache) => cache.get(fh),
-            Resolver::Kernel => None,
-        };
+        let cached_path = self.paths.get(fh);
         let any_gone = cached_file.as_ref().is_some_and(|f| gone(f.fd.as_fd()))
             || cached_path.as_ref().is_some_and(|p| gone(p.as_fd()));
         if any_gone {
@@ -660,10 +665,8 @@ impl LocalFs {
 
     /// Unprivileged mode: `fh` now resolves to `path_fd` (an `O_PATH` descriptor).
     fn remember(&self, fh: BackendHandle, path_fd: Arc<OwnedFd>) {
-        if let Resolver::Cached(cache) = &self.resolver {
-            if fh != self.root_handle {
-                drop(cache.insert(fh, path_fd));
-            }
+        if !self.privileged && fh != self.root_handle {
+            drop(self.paths.insert(fh, path_fd));
         }
     }
 

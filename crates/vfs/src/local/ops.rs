@@ -561,11 +561,21 @@ impl Filesystem for LocalFs {
         } else {
             sys::pread_append(file.fd.as_fd(), offset, want, out).map_err(errno)?
         };
-        let attr = self.attr_of(&file.fd);
-        let end = attr.map_or(size, |a| a.size);
+        // Attributes from the stat taken before reading: a concurrent write can
+        // make them older than the data, never newer, so a client cannot take
+        // them as proof that older data is current. Only a read reaching that
+        // size stats again: the file may have grown, and EOF must not be
+        // claimed with data behind it.
+        let read_to = offset.saturating_add(n as u64);
+        let (attr, end) = if read_to >= size {
+            let attr = self.attr_of(&file.fd);
+            (attr, attr.map_or(size, |a| a.size))
+        } else {
+            (Some(self.attr(&stat)), size)
+        };
         Ok(ReadOk {
             count: u32::try_from(n).unwrap_or(u32::MAX),
-            eof: offset.saturating_add(n as u64) >= end,
+            eof: read_to >= end,
             attr,
         })
     }
