@@ -40,6 +40,8 @@
 
 mod config;
 mod cpu;
+#[cfg(not(loom))]
+mod futex_hash;
 mod idle;
 mod lwq;
 mod policy;

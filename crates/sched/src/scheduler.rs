@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use crate::config::{share, Config, ConfigError, PoolMode, MAX_THREADS};
 use crate::cpu::{self, PoolMap};
+use crate::futex_hash;
 use crate::pool::{Next, Pool, PoolCtl};
 use crate::stats::{new_histogram, SchedStats};
 use crate::sync::lock;
@@ -261,6 +262,7 @@ impl<H: Handler> Scheduler<H> {
         let map = PoolMap::build(config.pool_mode);
         let npools = map.pools();
         config.validate(npools)?;
+        futex_hash::fit(config.max_threads.max(config.initial_threads));
         let epoch = Instant::now();
         let pools = (0..npools)
             .map(|i| {
@@ -385,6 +387,7 @@ impl<H: Handler> Scheduler<H> {
             });
         }
         let _admin = lock(&self.shared.admin);
+        futex_hash::fit(max);
         for i in 0..pools {
             let pool = self.shared.pool(i);
             if pool.ctl.shutdown.load(Ordering::Acquire) {
