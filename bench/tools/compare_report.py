@@ -62,7 +62,9 @@ def read_runs(results):
             file = row.get("json") or ""
             full = file if os.path.isabs(file) else os.path.join(results, file)
             data = load_json(full) if file else None
-            ok = row.get("rc") == "0" and isinstance(data, dict) and data.get("calls", 0) > 0
+            # `rnfs bench fileio` (the files sweep's local baseline) counts ops, not calls.
+            done = (data.get("calls") or data.get("ops") or 0) if isinstance(data, dict) else 0
+            ok = row.get("rc") == "0" and done > 0
             row["data"] = data if ok else None
             row["ok"] = ok
             rows.append(row)
@@ -623,8 +625,9 @@ def sweeps_report(results, img_prefix):
     plots = []
     summary = []
 
-    def points(sweep, variant=None):
-        """{x: [metrics...]} of the successful runs; failed xs separately."""
+    def points(sweep, variant=None, augment=None):
+        """{x: [metrics...]} of the successful runs; failed xs separately.
+        augment(m) may add figures to each run's metrics (m has x and rep)."""
         ok, failed = {}, {}
         for r in runs:
             if r["sweep"] != sweep or (variant is not None and r.get("variant", "") != variant):
@@ -636,6 +639,9 @@ def sweeps_report(results, img_prefix):
                 if isinstance(extra, dict):
                     m.update(extra)
                 m["data"] = r["data"]
+                m["x"], m["rep"] = x, r.get("rep")
+                if augment:
+                    augment(m)
                 ok.setdefault(x, []).append(m)
             else:
                 failed.setdefault(x, []).append(r.get("note") or f"rc {r.get('rc')}")
@@ -651,8 +657,10 @@ def sweeps_report(results, img_prefix):
             lo, hi = (1 / lo if lo else None), (1 / hi if hi else None)
         return ratio(hi, lo), xs[0], xs[-1]
 
-    def table(sweep, xname, xfmt, cols, variant=None, ratios=()):
-        ok, failed = points(sweep, variant)
+    def table(sweep, xname, xfmt, cols, variant=None, ratios=(), augment=None):
+        """ratios: (label, key, invert[, in_summary]) per ratio line; in_summary
+        (default True) also puts it in the summary table."""
+        ok, failed = points(sweep, variant, augment)
         if not ok and not failed:
             return False
         title = SWEEP_TITLES.get(sweep, sweep) + (f" ({variant})" if variant else "")
@@ -670,12 +678,14 @@ def sweeps_report(results, img_prefix):
             note = f" FAILED: {'; '.join(failed[x])}" if x in failed else ""
             lines.append(f"| {xfmt(x)}{note} | " + " | ".join(cells) + " |")
         lines.append("")
-        for label, key, invert in ratios:
+        for label, key, invert, *in_summary in ratios:
             r, x0, x1 = per_call_ratio(ok, key, invert)
             if r is not None:
                 flat = "flat (≤ 1.2x)" if r <= 1.2 else "**not flat** (> 1.2x)"
                 text = f"{label}: {xfmt(x1)} / {xfmt(x0)} = {r:.2f}x, {flat}"
                 lines.append(f"- {text}")
+                if in_summary and not in_summary[0]:
+                    continue
                 short = SWEEP_SHORT.get(sweep, sweep) + (f" ({variant} export)" if variant else "")
                 summary.append(f"| {short} | {label} | {xfmt(x0)} → {xfmt(x1)} | {r:.2f}x | {'yes' if r <= 1.2 else '**no**'} |")
         lines.append("")
@@ -769,11 +779,48 @@ def sweeps_report(results, img_prefix):
     # 4. File size.
     lines.append("### File size 1 MiB → 8 GiB")
     lines.append("")
+    if any(r["sweep"].startswith("files-local-") for r in runs):
+        lines.append("rnfs's own cost per call = server CPU µs/call − local CPU µs/op, where local is "
+                     "`rnfs bench fileio` doing the same 4 KiB I/O on the same file right after the point, "
+                     "with no NFS (16 threads; an fsync every 256 writes per thread as the COMMITs): what the "
+                     "kernel costs (page cache, holes, block allocation) is in both and cancels out. Paired by "
+                     "repetition; rnfs is flat if that difference is.")
+        lines.append("")
+
+    def local_cpu(op):
+        """{(x, rep): local CPU µs per op} of the `rnfs bench fileio` runs."""
+        out = {}
+        for r in runs:
+            if r["sweep"] == f"files-local-{op}" and r["ok"]:
+                v = get(r["data"], "cpu_us_per_op")
+                if v is not None:
+                    out[(float(r["x"]), r.get("rep"))] = v
+        return out
+
+    for op in ("read", "write"):
+        bad = [r for r in runs if r["sweep"] == f"files-local-{op}" and not r["ok"]]
+        for r in bad:
+            lines.append(f"- local baseline {op} {human(float(r['x']), 'B')} r{r.get('rep')} FAILED: "
+                         f"{r.get('note') or 'rc ' + str(r.get('rc'))}")
+        if bad:
+            lines.append("")
+
+    def with_local(local):
+        def augment(m):
+            lc = local.get((m["x"], m["rep"]))
+            m["local_cpu"] = lc
+            m["own_cpu"] = None if lc is None or m.get("srv_cpu") is None else m["srv_cpu"] - lc
+        return augment
+
     for op in ("read", "write"):
         table(f"files-{op}", "file size", lambda x: human(x, "B"),
-              [("calls/s", num("cps")), ("MB/s", num("mbps"))] + std_cols[1:],
+              [("calls/s", num("cps")), ("MB/s", num("mbps"))] + std_cols[1:]
+              + [("local CPU µs/op", num("local_cpu")), ("rnfs own µs/call (server CPU - local)", num("own_cpu"))],
               ratios=(("µs per call (1/calls/s)", "cps", True), ("p99 latency", "p99", False),
-                      ("server CPU per call", "srv_cpu", False)))
+                      ("server CPU per call", "srv_cpu", False),
+                      ("local CPU per op (the kernel alone, no NFS)", "local_cpu", False, False),
+                      ("server CPU per call minus local CPU per op (rnfs's own)", "own_cpu", False)),
+              augment=with_local(local_cpu(op)))
 
     # 5. Exports.
     lines.append("### Exports 1 → 1,000")
@@ -945,6 +992,10 @@ def main():
         data = load_json(a.results)
         if not isinstance(data, dict):
             print("no result")
+            return 0
+        if data.get("tool") == "rnfs-bench-fileio":
+            print(f"local {fmt(get(data, 'ops_per_s'))} ops/s, p50 {fmt(get(data, 'latency_us', 'p50'))} us, "
+                  f"p99 {fmt(get(data, 'latency_us', 'p99'))} us, CPU {fmt(get(data, 'cpu_us_per_op'))} us/op")
             return 0
         m = metrics(data)
         print(f"{fmt(m['cps'])} calls/s, p50 {fmt(m['p50'])} us, p99 {fmt(m['p99'])} us, "

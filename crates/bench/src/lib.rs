@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod echo;
+pub mod fileio;
 pub mod load;
 pub mod nfs;
 pub mod report;

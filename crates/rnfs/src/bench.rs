@@ -56,6 +56,9 @@ pub(crate) enum Which {
     /// A trivial ONC RPC server: the floor of server CPU per call.
     #[command(long_about = ECHO_ABOUT)]
     EchoServer(EchoArgs),
+    /// Random pread/pwrite on a local file: the kernel's cost per op, no NFS.
+    #[command(long_about = FILEIO_ABOUT)]
+    Fileio(FileioArgs),
 }
 
 const LOAD_ABOUT: &str = "\
@@ -152,6 +155,90 @@ Example:
   rnfs bench echo-server --listen 127.0.0.1:20500 &
   rnfs bench load --url 'nfs://127.0.0.1/?nfsport=20500&nomount=1' --op null \\
       --connections 16 --depth 16 --duration 5 --server-pid $!";
+
+const FILEIO_ABOUT: &str = "\
+The I/O of `rnfs bench load --op read|write`, done directly on a local file \
+with no NFS in between: the local baseline of the file-size sweep \
+(bench/sweeps --only files). Run on the very file the server served, it \
+measures what the kernel alone costs per op (page-cache misses on holes, \
+block allocation, writeback on fsync), so that the server's CPU per call \
+minus this CPU per op is rnfs's own cost per call.
+
+--threads threads share one descriptor of --path and each repeats pread(2) \
+(--op read) or pwrite(2) (--op write) of --size bytes at a random \
+--size-aligned offset below --file-size, one op in flight per thread. A \
+writer calls fsync(2) after every --commit-every writes of its own (0: never), \
+as the load generator sends a COMMIT (an fsync on rnfs's local backend) after \
+every --commit-every UNSTABLE WRITEs per connection; an fsync counts as an op \
+(as a COMMIT counts as a call) but not as bytes.
+
+After --warmup seconds the run measures for --duration seconds and reports \
+ops/s, MB/s, latency (min, p50, p90, p99, p99.9, max from an HDR histogram) \
+and this process's CPU time per op (getrusage(RUSAGE_SELF), user + system, \
+over exactly the measured window: the threads' system calls, page faults \
+and fsync writeback they do themselves; not the kernel's flusher threads, \
+which the server's figure leaves out as well).
+
+The file must exist and hold at least --file-size bytes (default: its own \
+size); it is neither created nor extended, since the sweep's files are made \
+by the load generator (rnfs-bench-load/file-<N>, sized with SETATTR, i.e. \
+sparse). --create instead creates it, or extends it, sparse, to --file-size \
+(ftruncate), for use on its own. Writes land inside [0, --file-size) and \
+never change the file's size.
+
+The result goes to standard output as text, and with --json FILE as one JSON \
+object (tool rnfs-bench-fileio, schema 1: path, op, size, file_size, threads, \
+commit_every, created, warmup_s, duration_s, ops, ops_per_s, mb_per_s, \
+fsyncs, latency_us, cpu_s, cpu_us_per_op, cpu_window_s); with --json - the \
+JSON goes to standard output and the text to standard error.
+
+Examples:
+  rnfs bench fileio --path /tmp/f --op read --file-size 1G --create
+  rnfs bench fileio --path EXPORT/rnfs-bench-load/file-8589934592 --op write \\
+      --size 4K --threads 16 --warmup 1 --duration 3 --json -";
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum FileOpArg {
+    /// pread(2) at random aligned offsets.
+    Read,
+    /// pwrite(2) at random aligned offsets, periodic fsync(2).
+    Write,
+}
+
+/// Options of `rnfs bench fileio`.
+#[derive(Debug, Args)]
+pub(crate) struct FileioArgs {
+    /// The file (it must exist and hold --file-size bytes, unless --create).
+    #[arg(long, value_name = "FILE")]
+    path: PathBuf,
+    /// The I/O to repeat.
+    #[arg(long, value_enum)]
+    op: FileOpArg,
+    /// Bytes per op (K, M suffixes; at most 1M).
+    #[arg(long, default_value = "4K", value_parser = parse_size)]
+    size: u64,
+    /// Offsets lie below this (K, M, G suffixes; default: the file's size).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    file_size: Option<u64>,
+    /// Threads, each with one op in flight.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: u32,
+    /// Unmeasured seconds before the measured window.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// An fsync after every N writes per thread (0: never).
+    #[arg(long, default_value_t = 256)]
+    commit_every: u32,
+    /// Create the file, or extend it, sparse, to --file-size.
+    #[arg(long, requires = "file_size")]
+    create: bool,
+    /// Write the result as one JSON object to FILE (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum LoadOpArg {
@@ -542,7 +629,33 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         Which::Writeback(a) => run_writeback(a),
         Which::Load(a) => run_load(a),
         Which::EchoServer(a) => run_echo(a),
+        Which::Fileio(a) => run_fileio(a),
     }
+}
+
+fn run_fileio(a: FileioArgs) -> anyhow::Result<()> {
+    use rnfs_bench::fileio::{self, FileIoParams, FileOp};
+    let op = match a.op {
+        FileOpArg::Read => FileOp::Read,
+        FileOpArg::Write => FileOp::Write,
+    };
+    let mut p = FileIoParams::new(a.path, op);
+    p.size = u32::try_from(a.size).context("--size must be 1 to 1M")?;
+    p.file_size = a.file_size;
+    p.threads = a.threads;
+    p.warmup = seconds("warmup", a.warmup)?;
+    p.duration = seconds("duration", a.duration)?;
+    p.commit_every = a.commit_every;
+    p.create = a.create;
+    let result = fileio::run(&p)?;
+    if a.json.as_ref().is_some_and(|j| j.as_os_str() == "-") {
+        eprintln!("{result}");
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        println!("{result}");
+        write_json(a.json, &result)?;
+    }
+    Ok(())
 }
 
 fn run_load(a: LoadArgs) -> anyhow::Result<()> {
