@@ -484,7 +484,21 @@ The server runs in this process on 127.0.0.1 with the local backend over \
 directories created under --dir (kept for later runs: creating a million files \
 takes a minute), driven by one client with one call in flight. Results are \
 medians over --repeat repetitions, with the ratio of each big case to its \
-baseline.";
+baseline.
+
+Local baselines, on the same trees in the same repetitions, do the kernel's \
+part of that work without NFS, so that growth in the kernel can be told apart \
+from rnfs's own cost: readdirplus-local lists each directory with getdents64 \
+and, per entry, a lookup by name standing in for name_to_handle_at (statx, \
+not following) and fstatat (not following), as the privileged local backend \
+does (skipped when not root); read-local opens every file once, as the \
+server's open-file cache holds them, and per call does fstat, a 4 KiB pread \
+at offset 0 and fstat again; it runs after the server has stopped (its own \
+repetitions), since beside the server's cache it would need two descriptors \
+per file. The table ends with rnfs's own cost of the big case against the \
+small one: (NFS - local) per READDIRPLUS entry (p50) and per \
+READ (mean). The cpu ns column is this process's CPU time (user + system) \
+per call or entry: client and in-process server together for the NFS cases.";
 
 /// Options of `rnfs bench nfs`.
 #[derive(Debug, Args)]
