@@ -107,16 +107,6 @@ pub struct ClientLoadRow {
     pub locks_per_call: Option<f64>,
 }
 
-fn cpu_seconds() -> f64 {
-    use nix::sys::resource::{getrusage, UsageWho};
-    getrusage(UsageWho::RUSAGE_SELF)
-        .map(|u| {
-            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 * 1e-6;
-            t(u.user_time()) + t(u.system_time())
-        })
-        .unwrap_or(0.0)
-}
-
 /// Creates (or reuses, when its size matches) `name` in the export root,
 /// `size` bytes of non-zero data.
 fn test_file(s: &Session, name: &[u8], size: u64) -> Result<FileHandle, NfsError> {
@@ -276,13 +266,13 @@ pub fn client_load(p: &ClientLoadParams) -> Result<ClientLoadRow, ClientBenchErr
     start.wait();
     thread::sleep(p.warmup);
     let locks0 = rnfs_client::lockstat::snapshot();
-    let cpu0 = cpu_seconds();
+    let cpu0 = crate::report::own_cpu_seconds();
     measuring.store(true, Ordering::Relaxed);
     let t0 = Instant::now();
     thread::sleep(p.duration);
     measuring.store(false, Ordering::Relaxed);
     let elapsed = t0.elapsed().as_secs_f64();
-    let cpu = cpu_seconds() - cpu0;
+    let cpu = crate::report::own_cpu_seconds() - cpu0;
     let locks = rnfs_client::lockstat::snapshot().since(&locks0);
     stop.store(true, Ordering::Relaxed);
     let mut total = new_histogram();

@@ -28,10 +28,10 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
-use nix::sys::resource::{getrusage, UsageWho};
 use serde::Serialize;
 
-use crate::load::LatencyUs;
+use crate::load::{latency, LatencyUs};
+use crate::report::own_cpu_seconds;
 
 /// The I/O a run repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -547,33 +547,6 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> F
         path: path.to_path_buf(),
         source,
     }
-}
-
-/// Latency summary in µs (zeros when empty).
-fn latency(h: &Histogram<u64>) -> LatencyUs {
-    if h.is_empty() {
-        return LatencyUs::default();
-    }
-    let us = |ns: u64| ns as f64 / 1e3;
-    LatencyUs {
-        min: us(h.min()),
-        mean: h.mean() / 1e3,
-        p50: us(h.value_at_quantile(0.5)),
-        p90: us(h.value_at_quantile(0.9)),
-        p99: us(h.value_at_quantile(0.99)),
-        p999: us(h.value_at_quantile(0.999)),
-        max: us(h.max()),
-    }
-}
-
-/// This process's user + system CPU seconds so far (0 if unknown).
-fn own_cpu_seconds() -> f64 {
-    getrusage(UsageWho::RUSAGE_SELF)
-        .map(|u| {
-            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 * 1e-6;
-            t(u.user_time()) + t(u.system_time())
-        })
-        .unwrap_or(0.0)
 }
 
 /// A different sequence of offsets on every run.

@@ -211,16 +211,7 @@ fn histogram() -> Histogram<u64> {
 
 /// CPU time of this process so far, user + system (zero if unknown).
 fn cpu_time() -> Duration {
-    use nix::sys::resource::{getrusage, UsageWho};
-    let Ok(u) = getrusage(UsageWho::RUSAGE_SELF) else {
-        return Duration::ZERO;
-    };
-    let (user, system) = (u.user_time(), u.system_time());
-    let micros = |t: nix::sys::time::TimeVal| {
-        Duration::from_secs(u64::try_from(t.tv_sec()).unwrap_or(0))
-            + Duration::from_micros(u64::try_from(t.tv_usec()).unwrap_or(0))
-    };
-    micros(user) + micros(system)
+    Duration::from_secs_f64(crate::report::own_cpu_seconds())
 }
 
 /// `s` with the CPU time per sample since `cpu_at_start`.

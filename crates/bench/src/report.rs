@@ -121,6 +121,18 @@ pub fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// This process's user + system CPU seconds so far (`getrusage`; 0 if
+/// unknown).
+pub(crate) fn own_cpu_seconds() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_SELF)
+        .map(|u| {
+            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 * 1e-6;
+            t(u.user_time()) + t(u.system_time())
+        })
+        .unwrap_or(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

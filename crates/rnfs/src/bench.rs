@@ -662,14 +662,7 @@ fn run_fileio(a: FileioArgs) -> anyhow::Result<()> {
     p.commit_every = a.commit_every;
     p.create = a.create;
     let result = fileio::run(&p)?;
-    if a.json.as_ref().is_some_and(|j| j.as_os_str() == "-") {
-        eprintln!("{result}");
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        println!("{result}");
-        write_json(a.json, &result)?;
-    }
-    Ok(())
+    print_result(a.json, &result)
 }
 
 fn run_load(a: LoadArgs) -> anyhow::Result<()> {
@@ -690,15 +683,7 @@ fn run_load(a: LoadArgs) -> anyhow::Result<()> {
     p.label = a.label;
     p.dma_latency = !a.no_dma_latency;
     let result = load::run(&p)?;
-    let to_stdout = a.json.as_ref().is_some_and(|j| j.as_os_str() == "-");
-    if to_stdout {
-        eprintln!("{result}");
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        println!("{result}");
-        write_json(a.json, &result)?;
-    }
-    Ok(())
+    print_result(a.json, &result)
 }
 
 fn run_echo(a: EchoArgs) -> anyhow::Result<()> {
@@ -720,6 +705,22 @@ fn run_echo(a: EchoArgs) -> anyhow::Result<()> {
     eprintln!("{signal}: shutting down");
     server.shutdown();
     Ok(())
+}
+
+/// Prints a result as text, and as JSON to `json` (a file, or standard
+/// output for `-`, the text then going to standard error).
+fn print_result<T: serde::Serialize + std::fmt::Display>(
+    json: Option<PathBuf>,
+    result: &T,
+) -> anyhow::Result<()> {
+    if json.as_ref().is_some_and(|j| j.as_os_str() == "-") {
+        eprintln!("{result}");
+        println!("{}", serde_json::to_string_pretty(result)?);
+        Ok(())
+    } else {
+        println!("{result}");
+        write_json(json, result)
+    }
 }
 
 fn write_json<T: serde::Serialize>(path: Option<PathBuf>, value: &T) -> anyhow::Result<()> {

@@ -38,16 +38,27 @@ fn descriptors_under(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn cached_handle_reports_changes_made_beside_the_server() {
-    if !privileged() {
-        return;
-    }
+/// An export holding one file `f` of 3 bytes, and the file's handle.
+fn one_file() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    LocalFs,
+    BackendHandle,
+) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
     std::fs::write(&path, b"abc").unwrap();
     let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
     let fh = lookup(&fs, "f");
+    (dir, path, fs, fh)
+}
+
+#[test]
+fn cached_handle_reports_changes_made_beside_the_server() {
+    if !privileged() {
+        return;
+    }
+    let (dir, path, fs, fh) = one_file();
     let root = Cred::root();
     assert_eq!(fs.getattr(&root, &fh).unwrap().size, 3);
     assert_eq!(
@@ -75,11 +86,7 @@ fn file_removed_beside_the_server_is_stale_and_released() {
     if !privileged() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("f");
-    std::fs::write(&path, b"abc").unwrap();
-    let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
-    let fh = lookup(&fs, "f");
+    let (dir, path, fs, fh) = one_file();
     let root = Cred::root();
     fs.getattr(&root, &fh).unwrap();
 

@@ -4,8 +4,9 @@
 use std::fs;
 use std::time::Instant;
 
-use nix::sys::resource::{getrusage, UsageWho};
 use nix::unistd::{sysconf, SysconfVar};
+
+use crate::report::own_cpu_seconds;
 
 /// Clock ticks per second of `/proc/PID/stat` times (`sysconf(_SC_CLK_TCK)`,
 /// 100 if unknown).
@@ -66,16 +67,6 @@ pub(crate) fn rss_kib(status: &str) -> Option<u64> {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
-}
-
-/// This process's user + system CPU seconds so far.
-pub(crate) fn own_cpu_seconds() -> f64 {
-    getrusage(UsageWho::RUSAGE_SELF)
-        .map(|u| {
-            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 * 1e-6;
-            t(u.user_time()) + t(u.system_time())
-        })
-        .unwrap_or(0.0)
 }
 
 #[cfg(test)]
