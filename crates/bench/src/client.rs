@@ -205,6 +205,8 @@ pub fn client_load(p: &ClientLoadParams) -> Result<ClientLoadRow, ClientBenchErr
         LoadMode::Threads => p.threads as usize,
         LoadMode::Async => 1,
     };
+    // Every worker parks on its own futex while its call is out.
+    rnfs_sched::fit_futex_hash(worker_threads);
     let start = Arc::new(Barrier::new(worker_threads + 1));
     let workers: Vec<thread::JoinHandle<Result<Histogram<u64>, NfsError>>> = match p.mode {
         LoadMode::Threads => (0..p.threads)

@@ -40,10 +40,11 @@ pub(crate) fn slots_for(threads: usize) -> usize {
         .clamp(MIN_SLOTS, MAX_SLOTS)
 }
 
-/// Makes the futex hash large enough for `threads` service threads. Best
-/// effort: an error only means wake-ups cost what the kernel's default makes
-/// them cost.
-pub(crate) fn fit(threads: usize) {
+/// Makes the process's futex hash large enough for `threads` threads that
+/// park (the scheduler calls it for its service threads; any program with
+/// many parked threads may). Best effort: an error only means wake-ups cost
+/// what the kernel's default makes them cost.
+pub fn fit(threads: usize) {
     let slots = slots_for(threads);
     // Relaxed: a racing caller at worst repeats the call (the kernel
     // serialises resizes); nothing else is published through this value.

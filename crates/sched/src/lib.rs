@@ -58,5 +58,7 @@ mod loom_tests;
 pub use config::{Config, ConfigError, ParseNameError, Policy, PoolMode, MAX_THREADS};
 #[cfg(not(loom))]
 pub use scheduler::{Claim, Enqueuer, Handler, ResizeError, Scheduler, StartError};
+#[cfg(not(loom))]
+pub use futex_hash::fit as fit_futex_hash;
 pub use stats::{PoolStats, SchedStats};
 pub use task::Task;
