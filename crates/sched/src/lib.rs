@@ -57,8 +57,8 @@ mod loom_tests;
 
 pub use config::{Config, ConfigError, ParseNameError, Policy, PoolMode, MAX_THREADS};
 #[cfg(not(loom))]
-pub use scheduler::{Claim, Enqueuer, Handler, ResizeError, Scheduler, StartError};
-#[cfg(not(loom))]
 pub use futex_hash::fit as fit_futex_hash;
+#[cfg(not(loom))]
+pub use scheduler::{Claim, Enqueuer, Handler, ResizeError, Scheduler, StartError};
 pub use stats::{PoolStats, SchedStats};
 pub use task::Task;
