@@ -25,12 +25,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::load::{latency, LatencyUs};
+use crate::load::{latency, time_seed, LatencyUs, Rng};
+use crate::report::latency_histogram;
 use crate::report::own_cpu_seconds;
 
 /// The I/O a run repeats.
@@ -177,9 +178,6 @@ pub enum FileIoError {
         #[source]
         source: io::Error,
     },
-    /// The latency histogram could not be made.
-    #[error("latency histogram")]
-    Histogram(#[from] hdrhistogram::CreationError),
     /// Starting a thread failed.
     #[error("cannot start an I/O thread")]
     Spawn(#[source] io::Error),
@@ -286,7 +284,7 @@ pub fn run(p: &FileIoParams) -> Result<FileIoResult, FileIoError> {
         size: p.size,
         slots: file_size / u64::from(p.size),
         commit_every: p.commit_every,
-        seed: seed(),
+        seed: time_seed(),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
@@ -433,14 +431,13 @@ struct Stats {
 }
 
 impl Stats {
-    fn new() -> Result<Stats, FileIoError> {
-        Ok(Stats {
-            // 1 ns .. 100 s, 3 significant figures.
-            hist: Histogram::new_with_bounds(1, 100_000_000_000, 3)?,
+    fn new() -> Stats {
+        Stats {
+            hist: latency_histogram(),
             ops: 0,
             bytes: 0,
             fsyncs: 0,
-        })
+        }
     }
 
     /// Counts an op that ended at `done` if that is inside the window.
@@ -461,7 +458,7 @@ impl Stats {
 fn worker(job: &Job, index: u32, window: Window, stop: &AtomicBool) -> Result<Stats, FileIoError> {
     let mut rng = Rng::new(job.seed ^ u64::from(index).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let mut buf = vec![0xa5u8; job.size as usize];
-    let mut stats = Stats::new()?;
+    let mut stats = Stats::new();
     let bytes = u64::from(job.size);
     let mut writes_since_sync = 0u32;
     while !stop.load(Ordering::Relaxed) {
@@ -516,7 +513,7 @@ fn failed_before(rx: &mpsc::Receiver<()>, until: Instant) -> bool {
 fn join_all(
     handles: Vec<thread::JoinHandle<Result<Stats, FileIoError>>>,
 ) -> Result<Stats, FileIoError> {
-    let mut total = Stats::new()?;
+    let mut total = Stats::new();
     let mut first = None;
     for h in handles {
         match h.join() {
@@ -546,35 +543,5 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> F
         what,
         path: path.to_path_buf(),
         source,
-    }
-}
-
-/// A different sequence of offsets on every run.
-fn seed() -> u64 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    nanos ^ u64::from(std::process::id()).rotate_left(32)
-}
-
-/// xorshift64* (as the load generator's).
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform enough in `0..n` (`n` > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
     }
 }

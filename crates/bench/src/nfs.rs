@@ -65,7 +65,8 @@ use rnfs_xdr::{Decode, Reader};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, RawDir, StatxFlags};
 use serde::Serialize;
 
-use crate::report::{median, Summary};
+use crate::load::Rng;
+use crate::report::{latency_histogram, median, Summary};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -164,18 +165,6 @@ fn populate(dir: &Path, n: usize, size: usize) -> Result<(), NfsBenchError> {
     Ok(())
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        // xorshift64*: deterministic, no dependency.
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
-    }
-}
-
 fn lookup(
     c: &mut SyncConnection,
     dir: &FileHandle,
@@ -198,15 +187,6 @@ fn lookup(
             other.status()
         ))),
     }
-}
-
-#[allow(
-    clippy::expect_used,
-    reason = "constant bounds that hdrhistogram accepts"
-)]
-fn histogram() -> Histogram<u64> {
-    // 1 ns .. 100 s, 3 significant figures.
-    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
 }
 
 /// CPU time of this process so far, user + system (zero if unknown).
@@ -242,9 +222,9 @@ fn run_lookups(
     d: Duration,
     rng: &mut Rng,
 ) -> Result<Histogram<u64>, NfsBenchError> {
-    let mut h = histogram();
+    let mut h = latency_histogram();
     let names: Vec<Vec<u8>> = (0..1024)
-        .map(|_| format!("f{}", rng.below(n)).into_bytes())
+        .map(|_| format!("f{}", rng.below(n as u64)).into_bytes())
         .collect();
     let end = Instant::now() + d;
     let mut i = 0;
@@ -300,10 +280,10 @@ fn run_reads(
     d: Duration,
     rng: &mut Rng,
 ) -> Result<Histogram<u64>, NfsBenchError> {
-    let mut h = histogram();
+    let mut h = latency_histogram();
     let end = Instant::now() + d;
     while Instant::now() < end {
-        let f = &files[rng.below(files.len())];
+        let f = &files[rng.below(files.len() as u64) as usize];
         let t = Instant::now();
         let raw = c.nfs_raw(
             NfsProc3::Read,
@@ -364,6 +344,21 @@ fn list_local_with(dir: &Path, mut seen: impl FnMut(&CStr)) -> Result<u64, NfsBe
     Ok(entries)
 }
 
+/// `rounds` complete listings by `list`: time per entry, with CPU.
+fn list_rounds(
+    rounds: usize,
+    mut list: impl FnMut() -> Result<(u64, Duration), NfsBenchError>,
+) -> Result<(Summary, f64), NfsBenchError> {
+    let (mut entries, mut elapsed) = (0, Duration::ZERO);
+    let cpu = cpu_time();
+    for _ in 0..rounds {
+        let (n, d) = list()?;
+        entries += n;
+        elapsed += d;
+    }
+    Ok(with_cpu(per_entry(entries, elapsed), cpu))
+}
+
 /// [`list_local_with`] timed: (entries, elapsed).
 fn list_local(dir: &Path) -> Result<(u64, Duration), NfsBenchError> {
     let t = Instant::now();
@@ -388,11 +383,11 @@ fn run_reads_local(
     d: Duration,
     rng: &mut Rng,
 ) -> Result<Histogram<u64>, NfsBenchError> {
-    let mut h = histogram();
+    let mut h = latency_histogram();
     let mut buf = vec![0; 4096];
     let end = Instant::now() + d;
     while Instant::now() < end {
-        let f = &files[rng.below(files.len())];
+        let f = &files[rng.below(files.len() as u64) as usize];
         let t = Instant::now();
         let n = read_local(f, &mut buf).map_err(io_err(dir))?;
         let _ = h.record(t.elapsed().as_nanos() as u64);
@@ -450,9 +445,11 @@ pub fn run(p: &NfsParams) -> Result<Vec<CaseResult>, NfsBenchError> {
     let root = fs::canonicalize(&p.dir).map_err(io_err(&p.dir))?;
     // Whether the backend lists by name (privileged), which readdirplus-local
     // mirrors, or opens every entry.
-    let privileged = LocalFs::open(&root, LocalOptions::default())
-        .map_err(|e| NfsBenchError::Server(e.to_string()))?
-        .privileged();
+    let backend = Arc::new(
+        LocalFs::open(&root, LocalOptions::default())
+            .map_err(|e| NfsBenchError::Server(e.to_string()))?,
+    );
+    let privileged = backend.privileged();
     if !privileged {
         eprintln!(
             "readdirplus-local skipped: the backend is unprivileged (not root) and \
@@ -464,11 +461,8 @@ pub fn run(p: &NfsParams) -> Result<Vec<CaseResult>, NfsBenchError> {
     export.squash = Squash::None;
     let exports = Exports::new(
         &[export],
-        Box::new(|c: &ExportConfig| {
-            LocalFs::open(&c.path, LocalOptions::default())
-                .map(|fs| Arc::new(fs) as Arc<dyn Filesystem>)
-                .map_err(|e| e.to_string())
-        }),
+        // The one export is `root`, already open.
+        Box::new(move |_: &ExportConfig| Ok(Arc::clone(&backend) as Arc<dyn Filesystem>)),
     )
     .map_err(|e| NfsBenchError::Server(e.to_string()))?;
     let key = HandleKey::ephemeral().map_err(io_err(&p.dir))?;
@@ -481,7 +475,7 @@ pub fn run(p: &NfsParams) -> Result<Vec<CaseResult>, NfsBenchError> {
         .map_err(|e| NfsBenchError::Server(e.to_string()))?;
     let mut c = SyncConnection::connect(server.local_addrs()[0])?;
     let root_fh = c.mount(&root.to_string_lossy())?;
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
 
     let handle_of = |c: &mut SyncConnection, name: String| lookup(c, &root_fh, name.as_bytes());
     let small_dir = handle_of(&mut c, format!("dir-{}", p.small))?;
@@ -495,14 +489,8 @@ pub fn run(p: &NfsParams) -> Result<Vec<CaseResult>, NfsBenchError> {
         .collect::<Result<Vec<_>, _>>()?;
     // The same trees for the local baselines; every file opened once, as the
     // server's open-file cache holds them.
-    let local_dirs = [
-        root.join(format!("dir-{}", p.list_small)),
-        root.join(format!("dir-{}", p.big)),
-    ];
-    let local_file_dirs = [
-        root.join("files-1"),
-        root.join(format!("files-{}", p.files)),
-    ];
+    let local_dirs = [tree("dir", p.list_small), tree("dir", p.big)];
+    let local_file_dirs = [tree("files", 1), tree("files", p.files)];
 
     // Warm the server's and the kernel's caches once.
     run_lookups(&mut c, &big_dir, p.big, p.duration / 2, &mut rng)?;
@@ -533,24 +521,10 @@ pub fn run(p: &NfsParams) -> Result<Vec<CaseResult>, NfsBenchError> {
         }
         for &i in &order {
             let dir = if i == 0 { &list_dir } else { &big_dir };
-            let (mut entries, mut elapsed) = (0, Duration::ZERO);
-            let cpu = cpu_time();
-            for _ in 0..rounds[i] {
-                let (n, d) = list(&mut c, dir)?;
-                entries += n;
-                elapsed += d;
-            }
-            lists[i].push(with_cpu(per_entry(entries, elapsed), cpu));
+            lists[i].push(list_rounds(rounds[i], || list(&mut c, dir))?);
         }
         for &i in order.iter().filter(|_| privileged) {
-            let (mut entries, mut elapsed) = (0, Duration::ZERO);
-            let cpu = cpu_time();
-            for _ in 0..rounds[i] {
-                let (n, d) = list_local(&local_dirs[i])?;
-                entries += n;
-                elapsed += d;
-            }
-            lists_local[i].push(with_cpu(per_entry(entries, elapsed), cpu));
+            lists_local[i].push(list_rounds(rounds[i], || list_local(&local_dirs[i]))?);
         }
         for &i in &order {
             let files = if i == 0 { &one } else { &many };

@@ -133,6 +133,15 @@ pub(crate) fn own_cpu_seconds() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A latency histogram in ns: 1 ns .. 100 s, 3 significant figures.
+#[allow(
+    clippy::expect_used,
+    reason = "constant bounds that hdrhistogram accepts"
+)]
+pub(crate) fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

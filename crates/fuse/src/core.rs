@@ -279,7 +279,8 @@ impl Core {
     pub(crate) fn getattr(&self, ino: u64, cred: Credential) -> OpResult<Entry> {
         let (fh, open) = self.open_file(ino)?;
         let attr = match open {
-            // A bounded flush, then GETATTR: the size and times include our writes.
+            // A bounded flush; the attributes of its WRITE replies, else a
+            // GETATTR: the size and times include our writes.
             Some(f) => f.getattr()?,
             None => self.client(cred).getattr(&fh)?,
         };

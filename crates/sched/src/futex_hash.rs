@@ -63,7 +63,6 @@ pub fn fit(threads: usize) {
         )
     };
     if rc == 0 {
-        SET_SLOTS.fetch_max(slots, Ordering::Relaxed);
         tracing::debug!(slots, threads, "futex hash sized");
     } else {
         tracing::debug!(
@@ -71,9 +70,9 @@ pub fn fit(threads: usize) {
             error = %std::io::Error::last_os_error(),
             "futex hash left as the kernel sized it"
         );
-        // Do not try again for this size.
-        SET_SLOTS.fetch_max(slots, Ordering::Relaxed);
     }
+    // Failed or not, this size is not asked for again.
+    SET_SLOTS.fetch_max(slots, Ordering::Relaxed);
 }
 
 #[cfg(test)]

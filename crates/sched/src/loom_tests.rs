@@ -106,19 +106,26 @@ fn going_idle_loses_no_wakeup_with(policy: Policy) {
     });
 }
 
+/// Two workers on `pool`, and two producers each queueing one task; returns
+/// once both tasks ran, with the workers still running.
+fn two_workers_two_producers(pool: &Arc<Pool<u32>>) -> Vec<thread::JoinHandle<ExitReason>> {
+    let done = Arc::new(Done::default());
+    let workers = (0..2)
+        .map(|_| worker(Arc::clone(pool), Arc::clone(&done)))
+        .collect();
+    let p = Arc::clone(pool);
+    let producer = thread::spawn(move || produce(&p, &Arc::new(Task::new(1, 0))));
+    produce(pool, &Arc::new(Task::new(2, 0)));
+    producer.join().unwrap();
+    done.wait_for(2);
+    workers
+}
+
 #[test]
 fn at_most_one_thread_waking() {
     loom::model(|| {
         let pool = pool(2, 2, 1);
-        let done = Arc::new(Done::default());
-        let workers: Vec<_> = (0..2)
-            .map(|_| worker(Arc::clone(&pool), Arc::clone(&done)))
-            .collect();
-        let p = Arc::clone(&pool);
-        let producer = thread::spawn(move || produce(&p, &Arc::new(Task::new(1, 0))));
-        produce(&pool, &Arc::new(Task::new(2, 0)));
-        producer.join().unwrap();
-        done.wait_for(2);
+        let workers = two_workers_two_producers(&pool);
         let peak = pool
             .counters
             .peak_waking
@@ -140,15 +147,7 @@ fn at_most_one_thread_waking() {
 fn handoff_woken_threads_always_have_work() {
     loom::model(|| {
         let pool = pool_with(Policy::LwqHandoff, 2, 2, 2);
-        let done = Arc::new(Done::default());
-        let workers: Vec<_> = (0..2)
-            .map(|_| worker(Arc::clone(&pool), Arc::clone(&done)))
-            .collect();
-        let p = Arc::clone(&pool);
-        let producer = thread::spawn(move || produce(&p, &Arc::new(Task::new(1, 0))));
-        produce(&pool, &Arc::new(Task::new(2, 0)));
-        producer.join().unwrap();
-        done.wait_for(2);
+        let workers = two_workers_two_producers(&pool);
         let (before_shutdown, _) = pool.stats();
         assert!(before_shutdown.wakeups <= 2, "{before_shutdown:?}");
         shutdown(&pool);

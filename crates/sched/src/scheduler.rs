@@ -262,7 +262,8 @@ impl<H: Handler> Scheduler<H> {
         let map = PoolMap::build(config.pool_mode);
         let npools = map.pools();
         config.validate(npools)?;
-        futex_hash::fit(config.max_threads.max(config.initial_threads));
+        // `validate` checked initial_threads <= max_threads.
+        futex_hash::fit(config.max_threads);
         let epoch = Instant::now();
         let pools = (0..npools)
             .map(|i| {

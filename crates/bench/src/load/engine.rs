@@ -106,9 +106,7 @@ impl Stats {
     )]
     fn new() -> Stats {
         Stats {
-            // 1 ns .. 100 s, 3 significant figures.
-            hist: Histogram::new_with_bounds(1, 100_000_000_000, 3)
-                .expect("valid histogram bounds"),
+            hist: crate::report::latency_histogram(),
             calls: 0,
             bytes: 0,
             entries: 0,
@@ -535,10 +533,7 @@ pub(crate) fn run_thread(
 ) -> Result<Stats, LoadError> {
     let mut poll = Poll::new().map_err(io_err("creating an epoll instance"))?;
     let mut events = Events::with_capacity(1024);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-        ^ u64::from(std::process::id());
+    let seed = super::ops::time_seed();
     let mut conns = Vec::with_capacity(streams.len());
     for (i, (index, s)) in streams.into_iter().enumerate() {
         let mut c = Conn::new(work, index, s, seed.rotate_left(i as u32));

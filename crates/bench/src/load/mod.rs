@@ -66,6 +66,7 @@ use rnfs_nfs3::Mountstat3;
 use rnfs_rpc::RecordError;
 use serde::Serialize;
 
+pub(crate) use ops::{time_seed, Rng};
 pub(crate) use report::latency;
 pub use report::{LatencyUs, LoadResult, LoadgenUsage, ServerUsage};
 

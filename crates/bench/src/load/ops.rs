@@ -701,6 +701,14 @@ fn call_header(cred: &Credential, proc_: u32) -> Vec<u8> {
     out
 }
 
+/// A seed that differs on every run (clock and process id).
+pub(crate) fn time_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id())
+}
+
 /// xorshift64*: deterministic per seed, no dependency.
 #[derive(Debug, Clone)]
 pub(crate) struct Rng(u64);

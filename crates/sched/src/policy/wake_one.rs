@@ -97,17 +97,19 @@ impl<T> WakeOne<T> {
 
     /// Claims an idle thread (unless `bound` are waking or none is idle),
     /// pops the oldest pending task and hands it to that thread (without
-    /// hand-off: just wakes it). Returns whether a thread was woken.
-    fn wake_with_task(&self, pool: &Pool<T>, bound: u64) -> bool {
+    /// hand-off: just wakes it).
+    fn wake_with_task(&self, pool: &Pool<T>, bound: u64) {
         if !self.handoff {
-            return self.notify_one_idle(pool, bound);
+            self.notify_one_idle(pool, bound);
+            return;
         }
         loop {
             let Some(before) = self.claim(bound) else {
-                return false;
+                return;
             };
             if let Some(task) = self.pending.pop() {
-                return self.wake_claimed(pool, before, Some(task));
+                self.wake_claimed(pool, before, Some(task));
+                return;
             }
             // Someone took the task: give the claim back (one idle unit
             // again, one waking less; the stack entry was never popped).
@@ -121,7 +123,7 @@ impl<T> WakeOne<T> {
                 if pool.ctl.control_pending() {
                     self.notify_one_idle(pool, bound);
                 }
-                return false;
+                return;
             }
         }
     }

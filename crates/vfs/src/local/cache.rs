@@ -66,6 +66,11 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
         }
     }
 
+    /// How many values it holds at most (0: it caches nothing).
+    pub(super) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     fn shard(&self, key: &K) -> MutexGuard<'_, Shard<V, K>> {
         let index = (self.hasher.hash_one(key) as usize) % self.shards.len();
         // A panic while holding a shard lock cannot leave the shard inconsistent in

@@ -102,8 +102,6 @@ pub(super) struct DirStream {
     /// Opened for reading; its position is right after the last entry of
     /// `pending` (at the key when `pending` is empty: nothing read ahead).
     pub(super) fd: OwnedFd,
-    /// The directory's inode number, checked against the resolved handle.
-    pub(super) ino: u64,
     /// The directory's ctime from before `pending` was read.
     pub(super) ctime: Ctime,
     /// Entries read from `fd` that no reply has taken yet.

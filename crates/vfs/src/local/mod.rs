@@ -475,8 +475,8 @@ impl LocalFs {
         &self.path
     }
 
-    /// Whether handles resolve through the kernel (`true`) or, unprivileged,
-    /// through the bounded cache (`false`).
+    /// Whether handles resolve through the kernel, behind the handle cache
+    /// (`true`), or, unprivileged, through that cache alone (`false`).
     pub fn privileged(&self) -> bool {
         self.privileged
     }

@@ -97,11 +97,21 @@ impl LocalFs {
             }
         }
 
+        // Streams can be reused only with `faccessat2` (see `resume`) and
+        // a cache to keep them in.
+        let reusable =
+            self.has_faccessat2.load(Ordering::Relaxed) && self.dir_streams.capacity() > 0;
         // Whether the stream may be kept when the sink is full, judged before
         // anything is read (see `dirstreams.rs`).
-        let keepable = dirstreams::settled(dirstreams::ctime(&dir.stat), SystemTime::now());
+        let keepable =
+            reusable && dirstreams::settled(dirstreams::ctime(&dir.stat), SystemTime::now());
         // A descriptor left at this cookie by an earlier call, or a fresh one.
-        let mut stream = match self.resume(dir_fh, dir, position) {
+        let resumed = if reusable {
+            self.resume(dir_fh, dir, position)
+        } else {
+            None
+        };
+        let mut stream = match resumed {
             Some(stream) => stream,
             None => self.open_stream(dir, position)?,
         };
@@ -115,7 +125,7 @@ impl LocalFs {
             if !is_dot(entry.name) {
                 if !self.hand_out(stream.fd.as_fd(), entry, plus, by_name, sink)? {
                     if keepable {
-                        self.keep(dir_fh, dir, resume_at, stream);
+                        self.keep(dir_fh, resume_at, stream);
                     }
                     return Ok(false);
                 }
@@ -150,7 +160,7 @@ impl LocalFs {
                             };
                             stream.pending.push(raw_entry(&rest));
                         }
-                        self.keep(dir_fh, dir, resume_at, stream);
+                        self.keep(dir_fh, resume_at, stream);
                         return Ok(false);
                     }
                     resume_at = entry.cookie;
@@ -179,9 +189,6 @@ impl LocalFs {
                 way,
             })
         })?;
-        if stream.ino != dir.stat.st_ino || !self.has_faccessat2.load(Ordering::Relaxed) {
-            return None;
-        }
         match sys::access_fd(stream.fd.as_fd(), libc::R_OK) {
             Ok(()) => {}
             Err(Errno::NOSYS) => {
@@ -190,7 +197,9 @@ impl LocalFs {
             }
             Err(_) => return None,
         }
-        if stream.ctime != dirstreams::ctime(&dir.stat) {
+        let ctime = dirstreams::ctime(&dir.stat);
+        if stream.ctime != ctime {
+            stream.ctime = ctime;
             stream.pending.clear();
             rfs::seek(&stream.fd, SeekFrom::Start(position)).ok()?;
         }
@@ -211,17 +220,15 @@ impl LocalFs {
         }
         Ok(DirStream {
             fd,
-            ino: dir.stat.st_ino,
             ctime: dirstreams::ctime(&dir.stat),
             pending: Pending::default(),
         })
     }
 
-    /// Caches `stream` of `dir`, which stopped after the entry with cookie
-    /// `resume_at`. `dir.stat` is from before any entry of `stream.pending`
-    /// was read, and its ctime was settled then.
-    fn keep(&self, dir_fh: &BackendHandle, dir: &Node, resume_at: u64, mut stream: DirStream) {
-        stream.ctime = dirstreams::ctime(&dir.stat);
+    /// Caches `stream` of `dir_fh`, which stopped after the entry with cookie
+    /// `resume_at`. Its ctime is that of the call's stat, from before any
+    /// entry of `stream.pending` was read, and was settled then.
+    fn keep(&self, dir_fh: &BackendHandle, resume_at: u64, stream: DirStream) {
         let key = |way| StreamKey {
             dir: *dir_fh,
             cookie: resume_at,
