@@ -560,7 +560,8 @@ impl NfsFile {
     }
 
     /// Says that the file's attributes were changed by a call this file did
-    /// not make (a SETATTR of its mode, owner or times): the post-op
+    /// not make (a SETATTR of its mode, owner or times, a LINK or REMOVE of
+    /// one of its names, a RENAME): the post-op
     /// attributes of WRITEs sent before are no longer used by
     /// [`getattr`](Self::getattr).
     pub fn attributes_changed(&self) {

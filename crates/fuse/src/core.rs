@@ -320,10 +320,7 @@ impl Core {
         }
         if sattr != Sattr3::default() {
             let wcc = nfs.setattr(&fh, &sattr, None);
-            if let Some(f) = &open {
-                // WRITE replies sent before may predate the SETATTR.
-                f.attributes_changed();
-            }
+            attributes_changed(open.clone());
             attr = wcc?.after;
         }
         let attr = attr_or_getattr(&nfs, &fh, attr)?;
@@ -484,20 +481,26 @@ impl Core {
         cred: Credential,
     ) -> OpResult<Entry> {
         self.check_name(name)?;
-        let (fh, dir) = (self.fh(ino)?, self.fh(parent)?);
+        let ((fh, open), dir) = (self.open_file(ino)?, self.fh(parent)?);
         let nfs = self.client(cred);
         let attr = nfs.link(&fh, &dir, name.as_bytes())?;
+        attributes_changed(open);
         self.table().expire(parent);
         self.entry(&nfs, fh, attr)
     }
 
-    /// The open node named `name` in `dir`, if any (needs a LOOKUP, so only
-    /// asked when some file is open).
+    /// The open node named `name` in `dir`, if removing that name would
+    /// remove its last link (needs a LOOKUP, so only asked when some file is
+    /// open). A name of a file with other links goes as any other: the file
+    /// stays reachable, as POSIX has it.
     fn open_victim(&self, nfs: &NfsClient, dir: &FileHandle, name: &[u8]) -> Option<u64> {
         if !self.table().any_open() {
             return None;
         }
-        let (fh, _) = nfs.lookup(dir, name).ok()?;
+        let (fh, attr) = nfs.lookup(dir, name).ok()?;
+        if attr.is_some_and(|a| a.nlink > 1) {
+            return None;
+        }
         let t = self.table();
         let ino = t.ino_of(&fh)?;
         t.get(ino)?.open.as_ref().map(|_| ino)
@@ -518,10 +521,14 @@ impl Core {
         let (wcc, _) = nfs.rename(dir, name, dir, &silly)?;
         self.dir_changed(dir, &wcc);
         let mut t = self.table();
-        if let Some(open) = t.get_mut(ino).and_then(|n| n.open.as_mut()) {
+        let open = t.get_mut(ino).and_then(|n| n.open.as_mut()).map(|open| {
             open.silly = Some((*dir, silly));
-        }
+            Arc::clone(&open.file)
+        });
         t.expire(ino);
+        drop(t);
+        // RENAME changed its ctime.
+        attributes_changed(open);
         Ok(())
     }
 
@@ -534,7 +541,8 @@ impl Core {
         }
         let wcc = nfs.remove(&dir, name)?;
         self.dir_changed(&dir, &wcc);
-        self.table().expire_multi_linked();
+        let linked = self.table().expire_multi_linked();
+        attributes_changed(linked);
         Ok(())
     }
 
@@ -578,7 +586,8 @@ impl Core {
         let (from_wcc, to_wcc) = nfs.rename(&from, name, &to, newname)?;
         self.dir_changed(&from, &from_wcc);
         self.dir_changed(&to, &to_wcc);
-        self.table().expire_multi_linked();
+        let linked = self.table().expire_multi_linked();
+        attributes_changed(linked);
         Ok(())
     }
 
@@ -962,5 +971,14 @@ impl Core {
     /// Nodes the kernel holds.
     pub(crate) fn node_count(&self) -> usize {
         self.table().len()
+    }
+}
+
+/// A call of ours (SETATTR, LINK, RENAME, REMOVE) changed the attributes of
+/// these open files: WRITE replies sent before it carry attributes older than
+/// the change, so their next stat must not answer with them.
+fn attributes_changed(files: impl IntoIterator<Item = Arc<OpenFile>>) {
+    for f in files {
+        f.attributes_changed();
     }
 }

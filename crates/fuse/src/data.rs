@@ -73,8 +73,8 @@ impl OpenFile {
         self.file.getattr()
     }
 
-    /// The attributes were changed by a SETATTR: WRITE replies sent before
-    /// no longer give them.
+    /// The attributes were changed by another call (SETATTR, LINK, RENAME,
+    /// REMOVE): WRITE replies sent before no longer give them.
     pub(crate) fn attributes_changed(&self) {
         self.file.attributes_changed();
     }

@@ -194,13 +194,17 @@ impl InodeTable {
         }
     }
 
-    /// Expires every node whose link count an unlink elsewhere may change.
-    pub(crate) fn expire_multi_linked(&mut self) {
+    /// Expires every node whose link count an unlink elsewhere may change;
+    /// returns the open files among them (see [`OpenFile::attributes_changed`]).
+    pub(crate) fn expire_multi_linked(&mut self) -> Vec<Arc<OpenFile>> {
+        let mut open = Vec::new();
         for ino in &self.multi_link {
             if let Some(node) = self.nodes.get_mut(ino) {
                 node.attr.expire();
+                open.extend(node.open.as_ref().map(|o| Arc::clone(&o.file)));
             }
         }
+        open
     }
 
     fn track_links(&mut self, ino: u64, attr: &Fattr3) {

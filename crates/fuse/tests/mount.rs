@@ -396,6 +396,30 @@ fn stat_of_a_file_being_written_shows_what_was_written() {
 }
 
 #[test]
+fn link_count_of_a_file_being_written_follows_its_links_and_unlinks() {
+    if skip("link_count_of_a_file_being_written_follows_its_links_and_unlinks") {
+        return;
+    }
+    // Several WRITEs in flight around each link and unlink. Unlinking a name
+    // of the open file that is not its last link removes it (no silly
+    // rename), as POSIX and the Linux client have it.
+    let t = TestMount::with_options("wsize=65536,wb_max_outstanding_kb=192");
+    let p = t.m("linked");
+    let mut f = File::create(&p).unwrap();
+    let chunk = pattern(100_000, 3);
+    for i in 0..5 {
+        f.write_all(&chunk).unwrap();
+        fs::hard_link(&p, t.m(&format!("link{i}"))).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().nlink(), i + 2, "after link {i}");
+    }
+    for i in 0..5 {
+        fs::remove_file(t.m(&format!("link{i}"))).unwrap();
+        f.write_all(&chunk).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().nlink(), 5 - i, "after unlink {i}");
+    }
+}
+
+#[test]
 fn unmount_writes_back_and_leaves_nothing_mounted() {
     if skip("unmount_writes_back_and_leaves_nothing_mounted") {
         return;
