@@ -183,6 +183,17 @@ pub(crate) struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     max_inflight_per_conn: u32,
 
+    /// Reply coalescing: while a connection's next call is already received and
+    /// is a quick one (NULL, GETATTR, LOOKUP, ACCESS, READLINK, FSSTAT, FSINFO,
+    /// PATHCONF), a finished reply is held to leave in one write with that call's
+    /// reply; holding stops once the oldest held reply is this many microseconds
+    /// old. A reply thus waits at most this long plus one quick call's turn, never
+    /// behind data I/O, and pipelining clients get several replies per system
+    /// call. 0 sends every reply at once.
+    #[arg(long, value_name = "MICROSECONDS",
+          default_value_t = Limits::DEFAULT_MAX_REPLY_HOLD.as_micros() as u64)]
+    max_reply_hold: u64,
+
     /// Largest RPC record accepted, in bytes; a larger one closes the connection.
     /// The default fits a 1 MiB NFS WRITE.
     #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT_MAX_RECORD_SIZE as u64,
@@ -346,6 +357,7 @@ impl ServeArgs {
         config.sched = sched;
         config.limits.max_connections = usize::try_from(self.max_connections).unwrap_or(usize::MAX);
         config.limits.max_in_flight_per_conn = self.max_inflight_per_conn;
+        config.limits.max_reply_hold = Duration::from_micros(self.max_reply_hold);
         config.limits.max_record_size = usize::try_from(self.max_record_size).unwrap_or(usize::MAX);
         Ok(config)
     }

@@ -223,6 +223,22 @@ impl RecordDecoder {
         }
     }
 
+    /// The first `n` bytes of the next record, when that record is complete,
+    /// starts at a record boundary and its first fragment holds them; else `None`
+    /// (also when the stream has failed). Copies nothing; O(fragment marks
+    /// buffered), like [`has_complete_record`](Self::has_complete_record).
+    pub fn peek_complete_record(&self, n: usize) -> Option<&[u8]> {
+        if self.failed.is_some() || self.state != State::Mark || !self.record.is_empty() {
+            return None;
+        }
+        let mark = self.buf.get(self.start..self.end)?.first_chunk::<4>()?;
+        let (len, _) = split_mark(u32::from_be_bytes(*mark));
+        if len < n || !self.has_complete_record() {
+            return None;
+        }
+        self.buf.get(self.start + 4..self.start + 4 + n)
+    }
+
     /// Whether [`next_record`](Self::next_record) would return a record or an error
     /// now, without copying anything. Costs O(fragment marks buffered).
     pub fn has_complete_record(&self) -> bool {

@@ -48,6 +48,17 @@ pub trait Service: Send + Sync {
         args: &mut Reader<'_>,
         reply: &mut Writer<'_>,
     ) -> Result<(), ServiceError>;
+
+    /// Whether procedure `proc_` of version `vers` is *quick*: answered from
+    /// memory or file system metadata, with no data I/O whose size the client
+    /// chooses. A transport may hold a connection's earlier replies back for a
+    /// quick call already received, to send them with its reply in one write
+    /// (see [`Dispatcher::is_quick_call`]). The default, `false`, never delays a
+    /// reply behind this service's calls.
+    fn is_quick(&self, vers: u32, proc_: u32) -> bool {
+        let _ = (vers, proc_);
+        false
+    }
 }
 
 /// What a service knows about the call it is handling.
@@ -326,6 +337,26 @@ impl Dispatcher {
         };
         service.call(&ctx, r, w)?;
         Ok(())
+    }
+
+    /// Whether the call whose record starts with `head` (at least the first 24
+    /// bytes: xid, message type, RPC version, program, version, procedure) is a
+    /// quick call of a registered service ([`Service::is_quick`]). Anything else,
+    /// including a head too short or not a CALL, is not quick. Reads six words
+    /// and scans the few registered programs: cheap enough for every record.
+    pub fn is_quick_call(&self, head: &[u8]) -> bool {
+        let word = |i: usize| {
+            head.get(i * 4..i * 4 + 4)
+                .and_then(|b| b.first_chunk::<4>())
+                .map(|b| u32::from_be_bytes(*b))
+        };
+        let (Some(CALL), Some(RPC_VERSION), Some(prog), Some(vers), Some(proc_)) =
+            (word(1), word(2), word(3), word(4), word(5))
+        else {
+            return false;
+        };
+        self.lookup(prog, vers)
+            .is_ok_and(|service| service.is_quick(vers, proc_))
     }
 
     fn lookup(&self, prog: u32, vers: u32) -> Result<&dyn Service, RpcError> {

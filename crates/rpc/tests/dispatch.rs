@@ -422,6 +422,68 @@ fn services_see_the_call_context() {
 }
 
 #[test]
+fn quick_calls_are_those_their_service_names() {
+    #[derive(Debug)]
+    struct QuickOddProcs;
+    impl Service for QuickOddProcs {
+        fn program(&self) -> u32 {
+            NFS
+        }
+        fn versions(&self) -> (u32, u32) {
+            (3, 3)
+        }
+        fn name(&self) -> &'static str {
+            "quick-odd"
+        }
+        fn call(
+            &self,
+            _: &CallContext<'_>,
+            _: &mut Reader<'_>,
+            _: &mut Writer<'_>,
+        ) -> Result<(), ServiceError> {
+            Ok(())
+        }
+        fn is_quick(&self, vers: u32, proc_: u32) -> bool {
+            vers == 3 && proc_ % 2 == 1
+        }
+    }
+    let mut d = Dispatcher::new();
+    d.register(Arc::new(QuickOddProcs)).unwrap();
+    d.register(Arc::new(NullService)).unwrap_err(); // same program and version
+    assert!(d.is_quick_call(&null_call(1, NFS, 3, 1)));
+    assert!(
+        d.is_quick_call(&null_call(1, NFS, 3, 7)[..24]),
+        "24 bytes suffice"
+    );
+    assert!(
+        !d.is_quick_call(&null_call(1, NFS, 3, 7)[..23]),
+        "too short"
+    );
+    assert!(
+        !d.is_quick_call(&null_call(1, NFS, 3, 2)),
+        "the service says no"
+    );
+    assert!(
+        !d.is_quick_call(&null_call(1, NFS, 2, 1)),
+        "version not served"
+    );
+    assert!(
+        !d.is_quick_call(&null_call(1, 100_005, 3, 1)),
+        "program not served"
+    );
+    let mut reply = null_call(1, NFS, 3, 1);
+    reply[4..8].copy_from_slice(&1u32.to_be_bytes());
+    assert!(!d.is_quick_call(&reply), "not a CALL");
+    let mut rpc_v3 = null_call(1, NFS, 3, 1);
+    rpc_v3[8..12].copy_from_slice(&3u32.to_be_bytes());
+    assert!(!d.is_quick_call(&rpc_v3), "not RPC version 2");
+    // A service that says nothing is never quick.
+    let mut plain = Dispatcher::new();
+    plain.register(Arc::new(NullService)).unwrap();
+    assert!(!plain.is_quick_call(&null_call(1, NFS, 3, 0)));
+}
+
+#[test]
 fn registration_rejects_overlaps_and_empty_ranges() {
     #[derive(Debug)]
     struct Versions(u32, u32);

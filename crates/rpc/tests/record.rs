@@ -331,3 +331,51 @@ proptest! {
         rnfs_rpc::fuzzing::rpc_call(&call);
     }
 }
+
+#[test]
+fn peek_shows_the_head_of_the_next_complete_record_only() {
+    let mut dec = RecordDecoder::new(1024);
+    let push = |dec: &mut RecordDecoder, bytes: &[u8]| {
+        dec.read_buf()[..bytes.len()].copy_from_slice(bytes);
+        dec.advance(bytes.len());
+    };
+    // A one-fragment record, then the first half of a second.
+    push(&mut dec, &hex!("80000008 01020304 05060708 80000008 0a0b"));
+    assert_eq!(dec.peek_complete_record(4), Some(&hex!("01020304")[..]));
+    assert_eq!(
+        dec.peek_complete_record(8),
+        Some(&hex!("0102030405060708")[..])
+    );
+    assert_eq!(
+        dec.peek_complete_record(9),
+        None,
+        "longer than the fragment"
+    );
+    assert_eq!(
+        dec.next_record().unwrap().unwrap(),
+        hex!("0102030405060708")
+    );
+    assert_eq!(
+        dec.peek_complete_record(2),
+        None,
+        "the second is incomplete"
+    );
+    push(&mut dec, &hex!("0c0d 0e0f1011"));
+    assert_eq!(dec.peek_complete_record(2), Some(&hex!("0a0b")[..]));
+    assert_eq!(
+        dec.next_record().unwrap().unwrap(),
+        hex!("0a0b0c0d0e0f1011")
+    );
+    assert_eq!(dec.peek_complete_record(0), None, "nothing buffered");
+    // Two fragments: the head must lie in the first, and the whole record be here.
+    push(&mut dec, &hex!("00000004 21222324 80000002"));
+    assert_eq!(dec.peek_complete_record(4), None, "last fragment missing");
+    push(&mut dec, &hex!("2526"));
+    assert_eq!(dec.peek_complete_record(4), Some(&hex!("21222324")[..]));
+    assert_eq!(dec.peek_complete_record(5), None, "spans two fragments");
+    assert_eq!(dec.next_record().unwrap().unwrap(), hex!("212223242526"));
+    // A failed stream shows nothing.
+    push(&mut dec, &hex!("80001000"));
+    assert!(dec.next_record().is_err());
+    assert_eq!(dec.peek_complete_record(0), None);
+}

@@ -2,6 +2,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::metrics::Metrics;
 
@@ -26,6 +27,15 @@ pub struct Limits {
     /// (back-pressure), so a client that never reads its replies holds no thread
     /// and bounded memory. Default: 64.
     pub max_in_flight_per_conn: u32,
+    /// Reply coalescing: how long replies may keep gathering on a connection to
+    /// leave in one write. A finished reply is held only while the connection's
+    /// next call is already received and quick
+    /// ([`Service::is_quick`](rnfs_rpc::Service::is_quick)); the thread that
+    /// answers that call writes it along, unless it may hold in turn. Holding
+    /// stops once the oldest held reply is this old, so a reply waits at most this
+    /// long plus one quick call's turn in the queue, and never behind data I/O.
+    /// Zero sends every reply at once. Default: 1 ms.
+    pub max_reply_hold: Duration,
 }
 
 impl Limits {
@@ -35,6 +45,8 @@ impl Limits {
     pub const DEFAULT_MAX_CONNECTIONS: usize = 65_536;
     /// Default for [`Limits::max_in_flight_per_conn`].
     pub const DEFAULT_MAX_IN_FLIGHT_PER_CONN: u32 = 64;
+    /// Default for [`Limits::max_reply_hold`].
+    pub const DEFAULT_MAX_REPLY_HOLD: Duration = Duration::from_millis(1);
     /// The smallest `max_record_size` accepted: room for an RPC call header with
     /// AUTH_SYS credentials and a few arguments.
     pub const MIN_RECORD_SIZE: usize = 1024;
@@ -63,6 +75,7 @@ impl Default for Limits {
             max_record_size: Self::DEFAULT_MAX_RECORD_SIZE,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             max_in_flight_per_conn: Self::DEFAULT_MAX_IN_FLIGHT_PER_CONN,
+            max_reply_hold: Self::DEFAULT_MAX_REPLY_HOLD,
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rnfs_rpc::{DispatchOutcome, Dispatcher};
 use rnfs_sched::{Claim, Enqueuer, Handler, Task};
@@ -11,7 +11,7 @@ use rnfs_sched::{Claim, Enqueuer, Handler, Task};
 use crate::config::DrcConfig;
 use crate::drc::{DrcBegin, DrcKey, DrcStats, DuplicateRequestCache};
 use crate::metrics::{note, CallIds, Metrics, ShardHandle};
-use crate::transport::{Connection, ReadOutcome};
+use crate::transport::{Connection, QuickCall, ReadOutcome};
 
 /// Initial capacity of each thread's reply buffer.
 const REPLY_BUFFER: usize = 4096;
@@ -22,6 +22,8 @@ const REPLY_BUFFER: usize = 4096;
 pub struct ServerHandler {
     dispatcher: Arc<Dispatcher>,
     max_in_flight: u32,
+    /// [`Limits::max_reply_hold`](crate::Limits::max_reply_hold).
+    max_reply_hold: Duration,
     drc: Option<(DuplicateRequestCache, DrcConfig)>,
     metrics: Option<Arc<Metrics>>,
 }
@@ -38,12 +40,14 @@ impl ServerHandler {
     pub(crate) fn new(
         dispatcher: Arc<Dispatcher>,
         max_in_flight: u32,
+        max_reply_hold: Duration,
         drc: Option<DrcConfig>,
         metrics: Option<Arc<Metrics>>,
     ) -> Self {
         ServerHandler {
             dispatcher,
             max_in_flight,
+            max_reply_hold,
             drc: drc.map(|c| (DuplicateRequestCache::new(c.limits), c)),
             metrics,
         }
@@ -121,7 +125,7 @@ impl ServerHandler {
                     }
                 }
                 DrcBegin::Drop => {
-                    complete(enq, task, 1);
+                    self.finish_unanswered(enq, task);
                     return;
                 }
             },
@@ -144,8 +148,8 @@ impl ServerHandler {
                 close(enq, task);
             }
             // `Replied`, and any future outcome: send whatever reply was written.
-            _ if state.reply.is_empty() => complete(enq, task, 1),
-            _ => match task.send_reply(&state.reply) {
+            _ if state.reply.is_empty() => self.finish_unanswered(enq, task),
+            _ => match task.send_reply(&state.reply, self.max_reply_hold) {
                 Ok(done) => {
                     if let (Some(metrics), Some(shard), Some(ids), Some(read_at), Some(note)) =
                         (&self.metrics, &state.shard, ids, read_at, note)
@@ -168,6 +172,21 @@ impl ServerHandler {
                     close(enq, task);
                 }
             },
+        }
+    }
+}
+
+impl ServerHandler {
+    /// Ends a call that gets no reply. Replies held for it go out unless the
+    /// next record lets them wait longer.
+    fn finish_unanswered(&self, enq: &Enqueuer<Connection>, task: &Arc<Task<Connection>>) {
+        match task.send_reply(&[], self.max_reply_hold) {
+            Ok(done) => complete(enq, task, done + 1),
+            Err(e) => {
+                tracing::debug!(peer = %task.peer(), "cannot send reply, closing: {e}");
+                complete(enq, task, 1);
+                close(enq, task);
+            }
         }
     }
 }
@@ -195,10 +214,20 @@ impl Handler for ServerHandler {
         task.note_data(claim.take_data());
         if task.at_limit(self.max_in_flight) {
             // Back-pressure: leave the bytes in the socket. The next completed reply
-            // notifies the task (see `Connection::at_limit`).
+            // notifies the task (see `Connection::at_limit`). Replies held for the
+            // next record must go now: it is not taken until a reply completes.
+            match task.release_held() {
+                Ok(done) => complete(enq, &task, done),
+                Err(e) => {
+                    tracing::debug!(peer = %task.peer(), "cannot send reply, closing: {e}");
+                    close(enq, &task);
+                }
+            }
             return;
         }
-        match task.read_record() {
+        let quick = |head: &[u8]| self.dispatcher.is_quick_call(head);
+        let hold = !self.max_reply_hold.is_zero();
+        match task.read_record(hold.then_some(&quick as QuickCall<'_>)) {
             ReadOutcome::Record { record, more } => {
                 let read_at = self.metrics.as_ref().map(|_| Instant::now());
                 // `read_record` counted the call in flight. Hand the connection back

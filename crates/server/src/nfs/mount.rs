@@ -209,4 +209,9 @@ impl Service for MountService {
         }
         Ok(())
     }
+
+    /// Only NULL: the rest touch the export table or the mount list.
+    fn is_quick(&self, _vers: u32, proc_: u32) -> bool {
+        matches!(MountProc3::try_from(proc_), Ok(MountProc3::Null))
+    }
 }

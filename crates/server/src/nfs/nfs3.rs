@@ -276,6 +276,24 @@ impl Service for NfsService {
         }
         Ok(())
     }
+
+    /// Metadata reads: answered from the inode and dentry caches in microseconds,
+    /// with no data I/O sized by the client. READ, WRITE and COMMIT, the directory
+    /// listings (sized by the client's count) and every change are not quick, so
+    /// no reply ever waits behind them.
+    fn is_quick(&self, _vers: u32, proc_: u32) -> bool {
+        matches!(
+            NfsProc3::try_from(proc_),
+            Ok(NfsProc3::Null
+                | NfsProc3::Getattr
+                | NfsProc3::Lookup
+                | NfsProc3::Access
+                | NfsProc3::Readlink
+                | NfsProc3::Fsstat
+                | NfsProc3::Fsinfo
+                | NfsProc3::Pathconf)
+        )
+    }
 }
 
 /// The common result shape of CREATE, MKDIR, SYMLINK and MKNOD.

@@ -6,6 +6,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use rnfs_rpc::{RecordDecoder, RecordError};
@@ -17,6 +18,14 @@ use crate::stats::Counters;
 /// An output buffer that has grown past this is freed once it drains, so a
 /// connection that once buffered a burst of large replies does not keep the memory.
 const KEEP_OUTPUT_CAPACITY: usize = 64 << 10;
+
+/// Bytes of a call record that say which procedure it calls: xid, message type,
+/// RPC version, program, version, procedure.
+const CALL_HEAD: usize = 24;
+
+/// Tells whether a call, given the first [`CALL_HEAD`] bytes of its record, is
+/// quick (see [`Connection::read_record`]).
+pub(crate) type QuickCall<'a> = &'a dyn Fn(&[u8]) -> bool;
 
 /// One accepted TCP connection: the item behind each scheduler
 /// [`Task`](rnfs_sched::Task).
@@ -40,6 +49,19 @@ pub struct Connection {
     /// either drains the buffer or fails with `WouldBlock`, after which the kernel
     /// raises a fresh writable edge (the syscall orders our store before it).
     write_pending: AtomicBool,
+    /// "The record this connection's decoder hands out next is complete and a
+    /// quick call": a thread finishing a reply may then hold it back, because the
+    /// thread that takes that record will send soon and carry it along (see
+    /// [`Connection::send_reply`]). Stored by the task's owner under the read lock
+    /// at every record taken; cleared, before releasing held replies, where no
+    /// record will be taken for a while (back-pressure, draining).
+    ///
+    /// Relaxed: it is read only under the write lock, and every store is followed
+    /// by a write-lock section of the storing thread (the taken call's reply, or
+    /// the release), so the mutex orders it. A reader that sees `true` therefore
+    /// runs its section before the section of whoever stored the value replacing
+    /// it, and that section sends what was held.
+    next_quick: AtomicBool,
     /// Calls read from this connection whose replies have not fully reached the
     /// kernel. Incremented only by the task's owner (after checking the limit);
     /// decremented by whoever completes a reply (a service thread or the poller).
@@ -102,6 +124,9 @@ struct WriteState {
     buf: Vec<u8>,
     sent: usize,
     ends: VecDeque<usize>,
+    /// When the oldest reply now held back (not yet tried on the socket) was
+    /// held; `None` when none is.
+    held_since: Option<Instant>,
 }
 
 /// What reading one record produced.
@@ -144,6 +169,7 @@ impl Connection {
             }),
             write: Mutex::new(WriteState::default()),
             write_pending: AtomicBool::new(false),
+            next_quick: AtomicBool::new(false),
             in_flight: AtomicU32::new(0),
             throttled: AtomicBool::new(false),
             torn_down: AtomicBool::new(false),
@@ -213,8 +239,10 @@ impl Connection {
 
     /// Reads until one complete record is assembled or the socket would block.
     /// Owner only; call `take_data` first. A record returned is already counted
-    /// in flight (see [`Connection::begin_call`]).
-    pub(crate) fn read_record(&self) -> ReadOutcome {
+    /// in flight (see [`Connection::begin_call`]). With `quick`, notes whether the
+    /// record after it is already complete and a quick call, which lets finishing
+    /// calls hold their replies for it (reply coalescing); without, never.
+    pub(crate) fn read_record(&self, quick: Option<QuickCall<'_>>) -> ReadOutcome {
         let mut rs = lock(&self.read);
         if rs.stopped {
             return ReadOutcome::Stopped;
@@ -224,6 +252,12 @@ impl Connection {
                 Ok(Some(record)) => {
                     // Counted under the read lock: see `stop_reading`.
                     self.begin_call();
+                    let next_quick = quick.is_some_and(|quick| {
+                        rs.decoder
+                            .peek_complete_record(CALL_HEAD)
+                            .is_some_and(quick)
+                    });
+                    self.next_quick.store(next_quick, Ordering::Relaxed);
                     let more = rs.maybe_more || rs.decoder.has_complete_record();
                     return ReadOutcome::Record { record, more };
                 }
@@ -271,19 +305,45 @@ impl Connection {
     /// owner is inside [`Connection::read_record`]: from then on every call ever
     /// taken off this connection is counted in flight (the count is made under
     /// the same lock), and no more will be.
+    /// Replies held for a record that will now never be taken are sent (and
+    /// retired) here.
     pub(crate) fn stop_reading(&self) {
-        lock(&self.read).stopped = true;
+        {
+            let mut rs = lock(&self.read);
+            rs.stopped = true;
+            self.next_quick.store(false, Ordering::Relaxed);
+        }
+        if let Ok(done) = self.release_held() {
+            // Nothing is read any more: no need to lift back-pressure.
+            let _ = self.complete(done);
+        }
     }
 
     // ---- write side: any thread, and the poller ----
 
-    /// Sends one complete, record-marked reply without blocking. Returns how many
-    /// replies (this one and earlier buffered ones) fully reached the kernel; pass it
-    /// to [`Connection::complete`]. On error the connection is broken.
-    pub(crate) fn send_reply(&self, reply: &[u8]) -> io::Result<u32> {
+    /// Ends one call with its complete, record-marked `reply` (empty for a call
+    /// answered with nothing), without blocking. Returns how many replies (this
+    /// one and earlier buffered ones) fully reached the kernel; pass it to
+    /// [`Connection::complete`]. On error the connection is broken.
+    ///
+    /// Reply coalescing: while the connection's next record is a quick call
+    /// already received (`next_quick`), the reply is queued but not written, for
+    /// at most `max_hold` after the oldest reply held; the next reply that is not
+    /// held writes them all with one system call. Zero `max_hold` never holds.
+    pub(crate) fn send_reply(&self, reply: &[u8], max_hold: Duration) -> io::Result<u32> {
         let mut ws = lock(&self.write);
+        if self.may_hold(&mut ws, max_hold) {
+            if !reply.is_empty() {
+                ws.queue(reply);
+            }
+            return Ok(0);
+        }
+        ws.held_since = None;
         let mut rest = reply;
         if ws.is_empty() {
+            if rest.is_empty() {
+                return Ok(0);
+            }
             // Fast path: nothing queued ahead of us, write straight from the caller's
             // buffer.
             let n = write_nonblocking(&self.stream, rest)?;
@@ -292,9 +352,39 @@ impl Connection {
                 return Ok(1);
             }
         }
-        ws.queue(rest);
-        self.counters().note_output_buffered(ws.unsent());
+        if !rest.is_empty() {
+            ws.queue(rest);
+            self.counters().note_output_buffered(ws.unsent());
+        }
         // Before the final attempt: see `write_pending`.
+        self.write_pending.store(true, Ordering::SeqCst);
+        self.flush_locked(&mut ws)
+    }
+
+    /// Whether a reply finishing now may be held (see [`Connection::send_reply`]).
+    fn may_hold(&self, ws: &mut WriteState, max_hold: Duration) -> bool {
+        if max_hold.is_zero() || !self.next_quick.load(Ordering::Relaxed) {
+            return false;
+        }
+        match ws.held_since {
+            None => {
+                ws.held_since = Some(Instant::now());
+                true
+            }
+            Some(since) => since.elapsed() < max_hold,
+        }
+    }
+
+    /// Stops holding replies and writes those held, for when the record they wait
+    /// for will not be taken soon. Returns the replies completed, for
+    /// [`Connection::complete`]. Owner only (or with reading stopped).
+    pub(crate) fn release_held(&self) -> io::Result<u32> {
+        self.next_quick.store(false, Ordering::Relaxed);
+        let mut ws = lock(&self.write);
+        ws.held_since = None;
+        if ws.is_empty() {
+            return Ok(0);
+        }
         self.write_pending.store(true, Ordering::SeqCst);
         self.flush_locked(&mut ws)
     }
@@ -312,6 +402,8 @@ impl Connection {
     }
 
     fn flush_locked(&self, ws: &mut WriteState) -> io::Result<u32> {
+        // Whatever was held goes out now (or waits for a writable edge).
+        ws.held_since = None;
         let result = ws.flush(&self.stream);
         if ws.is_empty() {
             self.write_pending.store(false, Ordering::SeqCst);

@@ -47,6 +47,26 @@
 //! which the poller flushes on the next writable edge. Replies behind a non-empty
 //! buffer are appended (order is kept) and a flush is attempted.
 //!
+//! **Reply coalescing.** Pipelining clients send calls in bursts, and one `send`
+//! per reply was most of the server's CPU (the kernel's TCP path, run once per
+//! write). So when an owner takes a record it also notes whether the *next*
+//! record is already complete in the decoder and a quick call (`next_quick`,
+//! from [`Service::is_quick`](rnfs_rpc::Service::is_quick) via the record's
+//! first 24 bytes). A thread finishing a reply while `next_quick` is set appends
+//! it to the output buffer without writing: the thread that answers that next
+//! call, a few microseconds and one turn of the queue later, writes both. The
+//! chain stops at `max_reply_hold` after the oldest held reply, or at a record
+//! that is not quick, or at the last record received. A held reply is never
+//! stranded: `next_quick` is read under the write lock, and every store of it
+//! is followed by a write-lock section of the same thread (the reply of the
+//! call it took, or a release), so a reader that saw `true` runs before the
+//! section that follows the store replacing it, which writes what was held.
+//! Where the next record will not be taken soon, `next_quick` is cleared and
+//! the held replies written at once: at the in-flight limit (held replies count
+//! as in flight, so waiting for a completion would deadlock) and when reading
+//! stops (draining). A connection closing loses held replies exactly as it loses
+//! replies still running.
+//!
 //! The poller reads the `write_pending` flag before taking the lock, to keep the
 //! lock off the common readable-event path. An edge cannot be lost: a sender sets
 //! `write_pending` *before* its last write attempt, so either that attempt succeeds,
@@ -101,6 +121,6 @@ mod poller;
 mod tcp;
 
 pub use conn::Connection;
-pub(crate) use conn::ReadOutcome;
+pub(crate) use conn::{QuickCall, ReadOutcome};
 pub(crate) use poller::{spawn_poller, PollerHandle};
 pub(crate) use tcp::{bind_listener, spawn_acceptor, AcceptorHandle};
