@@ -184,8 +184,9 @@ pub(crate) struct ServeArgs {
     max_inflight_per_conn: u32,
 
     /// Reply coalescing: while a connection's next call is already received and
-    /// is a quick one (NULL, GETATTR, LOOKUP, ACCESS, READLINK, FSSTAT, FSINFO,
-    /// PATHCONF), a finished reply is held to leave in one write with that call's
+    /// is a quick one (NULL, GETATTR, LOOKUP, ACCESS, READ, READLINK, FSSTAT,
+    /// FSINFO, PATHCONF; a READ whose data is not in the page cache first sends
+    /// what was held for it), a finished reply is held to leave in one write with that call's
     /// reply; holding stops once the oldest held reply is this many microseconds
     /// old. A reply thus waits at most this long plus one quick call's turn, never
     /// behind data I/O, and pipelining clients get several replies per system

@@ -16,6 +16,34 @@ use crate::transport::{Connection, QuickCall, ReadOutcome};
 /// Initial capacity of each thread's reply buffer.
 const REPLY_BUFFER: usize = 4096;
 
+scoped_tls::scoped_thread_local! {
+    /// The connection whose call this thread is dispatching.
+    static CALLING: Connection
+}
+
+thread_local! {
+    /// Replies that [`before_blocking`] wrote during the current dispatch, to
+    /// retire once it returns (where the enqueuer is at hand).
+    static RETIRED_EARLY: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// For a [`Service`](rnfs_rpc::Service) about to wait (for storage, a lock, a
+/// remote server) in a call it declared quick
+/// ([`Service::is_quick`](rnfs_rpc::Service::is_quick)): replies held on the
+/// caller's connection for this call (reply coalescing) are written now
+/// instead of waiting for it. Does nothing outside a dispatch of this server,
+/// and costs one uncontended lock when nothing is held.
+pub fn before_blocking() {
+    if CALLING.is_set() {
+        CALLING.with(|conn| {
+            // An error breaks the connection; the call's own reply meets it.
+            if let Ok(done) = conn.flush_held() {
+                RETIRED_EARLY.with(|n| n.set(n.get() + done));
+            }
+        });
+    }
+}
+
 /// The scheduler's handler: reads one record from a connection, hands the
 /// connection back, dispatches the record and sends the reply. See the
 /// [`transport`](crate::transport) module docs for the protocol.
@@ -100,35 +128,17 @@ impl ServerHandler {
         read_at: Option<Instant>,
     ) {
         state.reply.clear();
-        let outcome = match self.drc_key(record, task.peer()) {
-            None => self
-                .dispatcher
-                .dispatch(record, Some(task.peer()), &mut state.reply),
-            Some((cache, key)) => match cache.begin(key) {
-                DrcBegin::Run(guard) => {
-                    let outcome =
-                        self.dispatcher
-                            .dispatch(record, Some(task.peer()), &mut state.reply);
-                    if !state.reply.is_empty() {
-                        guard.finish(&state.reply);
-                    }
-                    outcome
-                }
-                DrcBegin::Replay(cached) => {
-                    state.reply.extend_from_slice(&cached);
-                    DispatchOutcome::Replied {
-                        xid: key.xid(),
-                        prog: key.prog(),
-                        vers: key.vers(),
-                        proc_: key.proc_(),
-                        status: rnfs_rpc::ReplyStatus::Success,
-                    }
-                }
-                DrcBegin::Drop => {
-                    self.finish_unanswered(enq, task);
-                    return;
-                }
-            },
+        let outcome = CALLING.set(task, || self.dispatch(record, task, state));
+        let early = RETIRED_EARLY.with(|n| n.replace(0));
+        if early > 0 {
+            complete(enq, task, early);
+        }
+        let outcome = match outcome {
+            Some(outcome) => outcome,
+            None => {
+                self.finish_unanswered(enq, task);
+                return;
+            }
         };
         let ids = match outcome {
             DispatchOutcome::Replied {
@@ -177,6 +187,43 @@ impl ServerHandler {
 }
 
 impl ServerHandler {
+    /// Dispatches `record` (through the DRC when it applies) into
+    /// `state.reply`; `None` when a duplicate of a running call is dropped.
+    fn dispatch(
+        &self,
+        record: &[u8],
+        task: &Arc<Task<Connection>>,
+        state: &mut ThreadState,
+    ) -> Option<DispatchOutcome> {
+        Some(match self.drc_key(record, task.peer()) {
+            None => self
+                .dispatcher
+                .dispatch(record, Some(task.peer()), &mut state.reply),
+            Some((cache, key)) => match cache.begin(key) {
+                DrcBegin::Run(guard) => {
+                    let outcome =
+                        self.dispatcher
+                            .dispatch(record, Some(task.peer()), &mut state.reply);
+                    if !state.reply.is_empty() {
+                        guard.finish(&state.reply);
+                    }
+                    outcome
+                }
+                DrcBegin::Replay(cached) => {
+                    state.reply.extend_from_slice(&cached);
+                    DispatchOutcome::Replied {
+                        xid: key.xid(),
+                        prog: key.prog(),
+                        vers: key.vers(),
+                        proc_: key.proc_(),
+                        status: rnfs_rpc::ReplyStatus::Success,
+                    }
+                }
+                DrcBegin::Drop => return None,
+            },
+        })
+    }
+
     /// Ends a call that gets no reply. Replies held for it go out unless the
     /// next record lets them wait longer.
     fn finish_unanswered(&self, enq: &Enqueuer<Connection>, task: &Arc<Task<Connection>>) {

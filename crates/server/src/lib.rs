@@ -29,7 +29,7 @@ pub mod transport;
 
 pub use config::{DrcConfig, Limits, ServerConfig, NFS_PORT};
 pub use error::ServerError;
-pub use handler::{ServerHandler, ThreadState};
+pub use handler::{before_blocking, ServerHandler, ThreadState};
 pub use metrics::{Metrics, MetricsConfig, StatsSnapshot};
 pub use server::{DrainOutcome, Server};
 pub use stats::ServerStats;

@@ -20,11 +20,13 @@ use rnfs_xdr::{Reader, Writer};
 
 /// The test program (in the range RFC 5531 leaves to users).
 const PROG: u32 = 0x2000_0C0A;
-/// Procedures: FAST returns at once; the GATED ones wait for the gate. FAST and
-/// GATED_QUICK say they are quick, GATED_SLOW does not.
+/// Procedures: FAST returns at once; the GATED ones wait for the gate. All but
+/// GATED_SLOW say they are quick; GATED_BLOCKING calls `before_blocking` first,
+/// as a READ whose data is not in memory does.
 const FAST: u32 = 0;
 const GATED_QUICK: u32 = 1;
 const GATED_SLOW: u32 = 2;
+const GATED_BLOCKING: u32 = 3;
 /// Longer than any test: a held reply never leaves because of its age.
 const LONG_HOLD: Duration = Duration::from_secs(30);
 /// How long "no reply yet" is watched for.
@@ -80,6 +82,10 @@ impl Service for GateService {
         match ctx.proc_ {
             FAST => {}
             GATED_QUICK | GATED_SLOW => self.0.pass(),
+            GATED_BLOCKING => {
+                rnfs_server::before_blocking();
+                self.0.pass();
+            }
             _ => return Err(ServiceError::ProcUnavail),
         }
         Ok(())
@@ -162,6 +168,20 @@ fn no_reply_waits_behind_a_call_that_is_not_quick() {
     assert_eq!(reply_xid(&mut s), 1);
     gate.open();
     assert_eq!(reply_xid(&mut s), 2);
+    server.shutdown();
+}
+
+#[test]
+fn a_quick_call_that_blocks_lets_the_replies_held_for_it_go_first() {
+    let (server, gate) = start_gated(2, LONG_HOLD, 64);
+    let mut s = connect(addr(&server));
+    send_together(&mut s, &[(1, FAST), (2, GATED_BLOCKING)]);
+    wait_for_gate(&gate, 1);
+    assert_eq!(reply_xid(&mut s), 1);
+    gate.open();
+    assert_eq!(reply_xid(&mut s), 2);
+    // Outside a dispatch it does nothing.
+    rnfs_server::before_blocking();
     server.shutdown();
 }
 

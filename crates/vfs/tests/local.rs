@@ -982,3 +982,35 @@ fn fsid_override_and_info() {
     assert!(info.max_link >= 1);
     assert_eq!(info.time_delta, Time { secs: 0, nsecs: 1 });
 }
+
+#[test]
+fn read_cached_answers_from_the_page_cache_only() {
+    let dir = temp_dir();
+    let fs = open(dir.path());
+    let fh = create(&fs, &fs.root(), b"f");
+    let data: Vec<u8> = (0..256u32 << 10).map(|i| (i % 251) as u8).collect();
+    write(&fs, &fh, 0, &data);
+    // Just written: in the page cache.
+    let mut out = b"kept".to_vec();
+    let ok = fs
+        .read_cached(&root(), &fh, 100, 1000, &mut out)
+        .unwrap()
+        .expect("data in the page cache is answered");
+    assert_eq!((ok.count, ok.eof), (1000, false));
+    assert_eq!(&out[..4], b"kept");
+    assert_eq!(&out[4..], &data[100..1100]);
+    // Written back and dropped from the page cache: only `read` answers.
+    let file = std::fs::File::open(dir.path().join("f")).unwrap();
+    file.sync_all().unwrap();
+    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    let in_memory_fs = rustix::fs::statfs(dir.path()).unwrap().f_type == 0x0102_1994; // tmpfs
+    let mut out = b"kept".to_vec();
+    match fs
+        .read_cached(&root(), &fh, 0, 256 << 10, &mut out)
+        .unwrap()
+    {
+        None => assert_eq!(out, b"kept", "nothing appended when not answered"),
+        Some(_) => assert!(in_memory_fs, "dropped pages were answered as cached"),
+    }
+    assert_eq!(read(&fs, &fh, 256 << 10).unwrap(), data);
+}

@@ -277,8 +277,10 @@ impl Service for NfsService {
         Ok(())
     }
 
-    /// Metadata reads: answered from the inode and dentry caches in microseconds,
-    /// with no data I/O sized by the client. READ, WRITE and COMMIT, the directory
+    /// Metadata reads, answered from the inode and dentry caches in
+    /// microseconds, and READ, whose data comes from the page cache when it is
+    /// there; a READ that must wait for storage first writes the replies held
+    /// for it (`handler::before_blocking`). WRITE and COMMIT, the directory
     /// listings (sized by the client's count) and every change are not quick, so
     /// no reply ever waits behind them.
     fn is_quick(&self, _vers: u32, proc_: u32) -> bool {
@@ -288,6 +290,7 @@ impl Service for NfsService {
                 | NfsProc3::Getattr
                 | NfsProc3::Lookup
                 | NfsProc3::Access
+                | NfsProc3::Read
                 | NfsProc3::Readlink
                 | NfsProc3::Fsstat
                 | NfsProc3::Fsinfo
@@ -479,7 +482,18 @@ impl NfsService {
             let mut buf = buf.borrow_mut();
             buf.clear();
             let count = a.count.min(MAX_IO);
-            let res = match o.export.fs.read(&o.cred, &o.fh, a.offset, count, &mut buf) {
+            // READ is quick (replies may be held for it) as long as its data is
+            // in memory; before waiting for storage, let them go.
+            let fs = &o.export.fs;
+            let read = match fs.read_cached(&o.cred, &o.fh, a.offset, count, &mut buf) {
+                Ok(Some(ok)) => Ok(ok),
+                Ok(None) => {
+                    crate::handler::before_blocking();
+                    fs.read(&o.cred, &o.fh, a.offset, count, &mut buf)
+                }
+                Err(e) => Err(e),
+            };
+            let res = match read {
                 Ok(ok) => {
                     let data = &buf[..(ok.count as usize).min(buf.len())];
                     if self.notes {

@@ -19,6 +19,14 @@ use crate::stats::Counters;
 /// connection that once buffered a burst of large replies does not keep the memory.
 const KEEP_OUTPUT_CAPACITY: usize = 64 << 10;
 
+/// Largest reply that may be held for coalescing (a 16 KiB READ and its headers).
+const MAX_HELD_REPLY: usize = 16 << 10 | 512;
+
+/// Most bytes held in the output buffer: a reply that would take it past this
+/// is written with those held. Keeps the buffer under [`KEEP_OUTPUT_CAPACITY`],
+/// so coalescing never frees and regrows it.
+const MAX_HELD_BYTES: usize = 32 << 10;
+
 /// Bytes of a call record that say which procedure it calls: xid, message type,
 /// RPC version, program, version, procedure.
 const CALL_HEAD: usize = 24;
@@ -332,7 +340,7 @@ impl Connection {
     /// held writes them all with one system call. Zero `max_hold` never holds.
     pub(crate) fn send_reply(&self, reply: &[u8], max_hold: Duration) -> io::Result<u32> {
         let mut ws = lock(&self.write);
-        if self.may_hold(&mut ws, max_hold) {
+        if self.may_hold(&mut ws, reply.len(), max_hold) {
             if !reply.is_empty() {
                 ws.queue(reply);
             }
@@ -361,9 +369,16 @@ impl Connection {
         self.flush_locked(&mut ws)
     }
 
-    /// Whether a reply finishing now may be held (see [`Connection::send_reply`]).
-    fn may_hold(&self, ws: &mut WriteState, max_hold: Duration) -> bool {
-        if max_hold.is_zero() || !self.next_quick.load(Ordering::Relaxed) {
+    /// Whether a reply of `len` bytes finishing now may be held (see
+    /// [`Connection::send_reply`]). A large reply is not: holding would copy
+    /// it, and one write of it already carries a large payload; nor one that
+    /// would take the held bytes past [`MAX_HELD_BYTES`].
+    fn may_hold(&self, ws: &mut WriteState, len: usize, max_hold: Duration) -> bool {
+        if max_hold.is_zero()
+            || len > MAX_HELD_REPLY
+            || ws.unsent() + len > MAX_HELD_BYTES
+            || !self.next_quick.load(Ordering::Relaxed)
+        {
             return false;
         }
         match ws.held_since {
@@ -373,6 +388,19 @@ impl Connection {
             }
             Some(since) => since.elapsed() < max_hold,
         }
+    }
+
+    /// Writes the replies held now, if any, without touching `next_quick`: for
+    /// a call, taken as quick, that finds it must wait after all (a READ whose
+    /// data is not in memory), so nothing held waits for it. Any thread. Returns
+    /// the replies completed, for [`Connection::complete`].
+    pub(crate) fn flush_held(&self) -> io::Result<u32> {
+        let mut ws = lock(&self.write);
+        if ws.held_since.is_none() {
+            return Ok(0);
+        }
+        self.write_pending.store(true, Ordering::SeqCst);
+        self.flush_locked(&mut ws)
     }
 
     /// Stops holding replies and writes those held, for when the record they wait

@@ -56,7 +56,10 @@
 //! it to the output buffer without writing: the thread that answers that next
 //! call, a few microseconds and one turn of the queue later, writes both. The
 //! chain stops at `max_reply_hold` after the oldest held reply, or at a record
-//! that is not quick, or at the last record received. A held reply is never
+//! that is not quick, or at the last record received, or at a reply too large
+//! to copy cheaply (16.5 KiB) or 32 KiB held. A quick call that must wait
+//! after all (a READ whose data is not in the page cache) calls
+//! [`before_blocking`](crate::before_blocking), which writes what was held. A held reply is never
 //! stranded: `next_quick` is read under the write lock, and every store of it
 //! is followed by a write-lock section of the same thread (the reply of the
 //! call it took, or a release), so a reader that saw `true` runs before the

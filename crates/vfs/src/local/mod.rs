@@ -268,6 +268,9 @@ pub struct LocalFs {
     has_faccessat2: AtomicBool,
     /// Cleared the first time `pwritev2` refuses sync flags.
     has_rwf_sync: AtomicBool,
+    /// Cleared the first time `preadv2` refuses `RWF_NOWAIT` (`read_cached`
+    /// then never answers).
+    has_rwf_nowait: AtomicBool,
     /// The write verifier; bumped when an `fsync` reports an error.
     verifier: AtomicU64,
     info: FsInfo,
@@ -465,6 +468,7 @@ impl LocalFs {
             has_fchmodat2: AtomicBool::new(true),
             has_faccessat2: AtomicBool::new(true),
             has_rwf_sync: AtomicBool::new(true),
+            has_rwf_nowait: AtomicBool::new(true),
             verifier: AtomicU64::new(u64::from_ne_bytes(verifier)),
             info,
         })

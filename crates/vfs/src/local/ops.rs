@@ -551,33 +551,23 @@ impl Filesystem for LocalFs {
         count: u32,
         out: &mut Vec<u8>,
     ) -> FsResult<ReadOk> {
-        let (file, stat) = self.open_file(cred, fh, false, None)?;
-        let size = u64::try_from(stat.st_size).unwrap_or(0);
-        // Bounded by the request, MAX_READ and the bytes the file has.
-        let want = u64::from(count.min(MAX_READ)).min(size.saturating_sub(offset));
-        let want = usize::try_from(want).unwrap_or(0);
-        let n = if want == 0 {
-            0
-        } else {
-            sys::pread_append(file.fd.as_fd(), offset, want, out).map_err(errno)?
-        };
-        // Attributes from the stat taken before reading: a concurrent write can
-        // make them older than the data, never newer, so a client cannot take
-        // them as proof that older data is current. Only a read reaching that
-        // size stats again: the file may have grown, and EOF must not be
-        // claimed with data behind it.
-        let read_to = offset.saturating_add(n as u64);
-        let (attr, end) = if read_to >= size {
-            let attr = self.attr_of(&file.fd);
-            (attr, attr.map_or(size, |a| a.size))
-        } else {
-            (Some(self.attr(&stat)), size)
-        };
-        Ok(ReadOk {
-            count: u32::try_from(n).unwrap_or(u32::MAX),
-            eof: read_to >= end,
-            attr,
-        })
+        self.read_with(cred, fh, offset, count, out, false)
+            .and_then(|ok| ok.ok_or(FsError::Io))
+    }
+
+    fn read_cached(
+        &self,
+        cred: &Cred,
+        fh: &BackendHandle,
+        offset: u64,
+        count: u32,
+        out: &mut Vec<u8>,
+    ) -> FsResult<Option<ReadOk>> {
+        // Relaxed: a hint; a stale `true` costs one refused system call.
+        if !self.has_rwf_nowait.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        self.read_with(cred, fh, offset, count, out, true)
     }
 
     fn write(
@@ -890,6 +880,60 @@ impl Filesystem for LocalFs {
 
     fn write_verifier(&self) -> WriteVerifier {
         self.verifier.load(Ordering::Relaxed).to_ne_bytes()
+    }
+}
+
+impl LocalFs {
+    /// READ; with `nowait`, `Ok(None)` instead of waiting for storage
+    /// ([`Filesystem::read_cached`]).
+    fn read_with(
+        &self,
+        cred: &Cred,
+        fh: &BackendHandle,
+        offset: u64,
+        count: u32,
+        out: &mut Vec<u8>,
+        nowait: bool,
+    ) -> FsResult<Option<ReadOk>> {
+        let (file, stat) = self.open_file(cred, fh, false, None)?;
+        let size = u64::try_from(stat.st_size).unwrap_or(0);
+        // Bounded by the request, MAX_READ and the bytes the file has.
+        let want = u64::from(count.min(MAX_READ)).min(size.saturating_sub(offset));
+        let want = usize::try_from(want).unwrap_or(0);
+        let n = if want == 0 {
+            0
+        } else if nowait {
+            match sys::pread_append_nowait(file.fd.as_fd(), offset, want, out) {
+                Ok(Some(n)) => n,
+                Ok(None) => return Ok(None),
+                Err(Errno::OPNOTSUPP) => {
+                    // This file system cannot tell: stop asking (one wasted
+                    // system call per READ otherwise).
+                    self.has_rwf_nowait.store(false, Ordering::Relaxed);
+                    return Ok(None);
+                }
+                Err(e) => return Err(errno(e)),
+            }
+        } else {
+            sys::pread_append(file.fd.as_fd(), offset, want, out).map_err(errno)?
+        };
+        // Attributes from the stat taken before reading: a concurrent write can
+        // make them older than the data, never newer, so a client cannot take
+        // them as proof that older data is current. Only a read reaching that
+        // size stats again: the file may have grown, and EOF must not be
+        // claimed with data behind it.
+        let read_to = offset.saturating_add(n as u64);
+        let (attr, end) = if read_to >= size {
+            let attr = self.attr_of(&file.fd);
+            (attr, attr.map_or(size, |a| a.size))
+        } else {
+            (Some(self.attr(&stat)), size)
+        };
+        Ok(Some(ReadOk {
+            count: u32::try_from(n).unwrap_or(u32::MAX),
+            eof: read_to >= end,
+            attr,
+        }))
     }
 }
 

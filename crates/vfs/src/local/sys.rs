@@ -162,6 +162,54 @@ pub(super) fn link_max(fd: BorrowedFd<'_>) -> Option<u32> {
     u32::try_from(max).ok().filter(|&m| m > 0)
 }
 
+/// [`pread_append`] that never waits for storage (`preadv2` with
+/// `RWF_NOWAIT`): `Ok(None)`, with `out` as it was, when some of the bytes are
+/// not in the page cache. `OPNOTSUPP` where the file system cannot tell.
+pub(super) fn pread_append_nowait(
+    fd: BorrowedFd<'_>,
+    offset: u64,
+    want: usize,
+    out: &mut Vec<u8>,
+) -> Result<Option<usize>, Errno> {
+    let start = out.len();
+    out.reserve(want);
+    let mut done = 0;
+    while done < want {
+        let spare = &mut out.spare_capacity_mut()[..want - done];
+        let iov = libc::iovec {
+            iov_base: spare.as_mut_ptr().cast(),
+            iov_len: spare.len(),
+        };
+        let at = libc::off_t::try_from(offset + done as u64).map_err(|_| Errno::INVAL)?;
+        // SAFETY: `iov` describes `spare`, writable memory we own for the
+        // call's duration; the kernel only writes into it (uninitialised bytes
+        // are never read as `u8` on our side), and `fd` is a live descriptor.
+        let n = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, at, libc::RWF_NOWAIT) };
+        let n = match usize::try_from(n) {
+            Ok(n) => n,
+            Err(_) => match Errno::from_io_error(&std::io::Error::last_os_error()) {
+                Some(Errno::INTR) => continue,
+                Some(Errno::AGAIN) => {
+                    out.truncate(start);
+                    return Ok(None);
+                }
+                e => {
+                    out.truncate(start);
+                    return Err(e.unwrap_or(Errno::IO));
+                }
+            },
+        };
+        if n == 0 {
+            break;
+        }
+        // SAFETY: `preadv2` initialised the first `n` bytes of the spare
+        // capacity, which `reserve(want)` made at least `want - done >= n` long.
+        unsafe { out.set_len(out.len() + n) };
+        done += n;
+    }
+    Ok(Some(done))
+}
+
 /// Appends up to `want` bytes read at `offset` to `out` (several `pread`s if the
 /// kernel returns short counts) without zero-filling first. Returns the count;
 /// less than `want` only at end of file.
