@@ -17,7 +17,8 @@ use crate::admin::protocol::Request;
 pub(crate) const STATS_ABOUT: &str = "\
 Print a running server's statistics, read from its admin socket: per-procedure \
 calls, share of all calls, errors and service-time percentiles (from the record \
-being read to the reply being sent); bytes read and written; connections; and the \
+being read to the reply being sent, or held for coalescing); bytes read and \
+written; connections; and the \
 scheduler's own figures: threads per pool, idle threads, threads woken but not yet \
 running (now and peak), wake-ups per call, wake-ups that found nothing to do, and \
 the hand-off latency (a connection being queued to a thread picking it up) as \

@@ -136,7 +136,8 @@ pub struct ProcedureSnapshot {
     /// Calls whose result status was not OK, by status name (`NFS3ERR_NOENT`,
     /// RPC-level ones such as `GARBAGE_ARGS` too).
     pub errors: std::collections::BTreeMap<String, u64>,
-    /// Service time: from the record being read to the reply being sent.
+    /// Service time: from the record being read to the reply being sent (or
+    /// queued behind a quick call, when coalescing holds it).
     pub latency: LatencySnapshot,
 }
 

@@ -340,6 +340,9 @@ impl Connection {
     /// held writes them all with one system call. Zero `max_hold` never holds.
     pub(crate) fn send_reply(&self, reply: &[u8], max_hold: Duration) -> io::Result<u32> {
         let mut ws = lock(&self.write);
+        if reply.is_empty() && ws.is_empty() {
+            return Ok(0);
+        }
         if self.may_hold(&mut ws, reply.len(), max_hold) {
             if !reply.is_empty() {
                 ws.queue(reply);
@@ -349,9 +352,6 @@ impl Connection {
         ws.held_since = None;
         let mut rest = reply;
         if ws.is_empty() {
-            if rest.is_empty() {
-                return Ok(0);
-            }
             // Fast path: nothing queued ahead of us, write straight from the caller's
             // buffer.
             let n = write_nonblocking(&self.stream, rest)?;
