@@ -96,6 +96,11 @@ fn server(out: &mut Families, s: &StatsSnapshot) {
         "Bytes of file data accepted by WRITE.",
         vec![counter(&[], s.bytes_written)],
     );
+    out.counter(
+        "rnfs_replies_held_total",
+        "Replies held back to leave in one write with later replies (reply coalescing).",
+        vec![counter(&[], s.replies_held)],
+    );
 }
 
 fn calls(out: &mut Families, s: &StatsSnapshot) {

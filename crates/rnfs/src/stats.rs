@@ -172,6 +172,21 @@ pub(crate) fn render(
         );
     }
     out.push('\n');
+    let calls: u64 = s.procedures.iter().map(|p| p.calls).sum();
+    let _ = write!(
+        out,
+        "reply coalescing: {} replies held to share a write ({} of calls)",
+        s.replies_held,
+        percent(s.replies_held, calls)
+    );
+    if let Some((p, dt)) = interval {
+        let _ = write!(
+            out,
+            ", {:.0}/s over the last {dt:.1}s",
+            s.replies_held.saturating_sub(p.replies_held) as f64 / dt
+        );
+    }
+    out.push('\n');
     out.push('\n');
     render_procedures(&mut out, s, interval);
     out.push('\n');

@@ -160,10 +160,11 @@ impl ServerHandler {
             // `Replied`, and any future outcome: send whatever reply was written.
             _ if state.reply.is_empty() => self.finish_unanswered(enq, task),
             _ => match task.send_reply(&state.reply, self.max_reply_hold) {
-                Ok(done) => {
-                    if let (Some(metrics), Some(shard), Some(ids), Some(read_at), Some(note)) =
+                Ok(sent) => {
+                    if let (Some(metrics), Some(shard), Some(ids), Some(read_at), Some(mut note)) =
                         (&self.metrics, &state.shard, ids, read_at, note)
                     {
+                        note.reply_held = sent.held;
                         metrics.record(
                             shard,
                             task.client(),
@@ -174,7 +175,7 @@ impl ServerHandler {
                             task.peer(),
                         );
                     }
-                    complete(enq, task, done);
+                    complete(enq, task, sent.done);
                 }
                 Err(e) => {
                     tracing::debug!(peer = %task.peer(), "cannot send reply, closing: {e}");
@@ -228,7 +229,7 @@ impl ServerHandler {
     /// next record lets them wait longer.
     fn finish_unanswered(&self, enq: &Enqueuer<Connection>, task: &Arc<Task<Connection>>) {
         match task.send_reply(&[], self.max_reply_hold) {
-            Ok(done) => complete(enq, task, done + 1),
+            Ok(sent) => complete(enq, task, sent.done + 1),
             Err(e) => {
                 tracing::debug!(peer = %task.peer(), "cannot send reply, closing: {e}");
                 complete(enq, task, 1);

@@ -338,8 +338,32 @@ fn totals_survive_service_threads_exiting() {
     }));
     let s = f.snapshot_after(40);
     assert_eq!(procedure(&s, "nfs", "NULL").latency.count, 40);
+    assert_eq!(s.replies_held, 0, "one call at a time: nothing to coalesce");
     c.call_raw(NFS_PROGRAM, 3, 0, &[]).unwrap();
     assert_eq!(procedure(&f.snapshot_after(41), "nfs", "NULL").calls, 41);
+}
+
+#[test]
+fn replies_held_for_coalescing_are_counted() {
+    use std::io::Write;
+    const CALLS: u32 = 64;
+    let f = Fixture::start(MetricsConfig::default());
+    let mut s = common::connect(f.addr());
+    let batch: Vec<u8> = (0..CALLS)
+        .flat_map(|xid| common::call_bytes(xid, NFS_PROGRAM, 3, 0))
+        .collect();
+    // One write: every call is received before the first is answered, so at
+    // least the first reply is held for the next.
+    s.write_all(&batch).unwrap();
+    for _ in 0..CALLS {
+        common::read_record(&mut s).unwrap();
+    }
+    let snap = f.snapshot_after(u64::from(CALLS));
+    assert!(
+        (1..u64::from(CALLS)).contains(&snap.replies_held),
+        "the last reply is never held: {}",
+        snap.replies_held
+    );
 }
 
 #[test]

@@ -305,6 +305,7 @@ fn sample_snapshot() -> StatsSnapshot {
         ],
         bytes_read: 1 << 20,
         bytes_written: 4096,
+        replies_held: 30,
         clients: vec![client("10.0.0.7", 50), client("::1", 9)],
         exports: vec![ExportSnapshot {
             id: 1,
@@ -364,6 +365,7 @@ fn renders_every_figure_of_a_snapshot() {
     assert!((sum - 1000.0 * 15e-6).abs() < 1e-12, "{sum}");
     assert_eq!(exp.find("rnfs_read_bytes_total", &[]), Some(1048576.0));
     assert_eq!(exp.find("rnfs_written_bytes_total", &[]), Some(4096.0));
+    assert_eq!(exp.find("rnfs_replies_held_total", &[]), Some(30.0));
     assert_eq!(exp.find("rnfs_connections", &[]), Some(3.0));
     assert_eq!(exp.find("rnfs_connections_accepted_total", &[]), Some(9.0));
     assert_eq!(exp.find("rnfs_connections_throttled_total", &[]), Some(4.0));

@@ -129,6 +129,7 @@ pub(crate) fn snapshot_at(tick: u64) -> StatsSnapshot {
         procedures,
         bytes_read,
         bytes_written,
+        replies_held: calls / 2,
         clients: vec![
             ClientSnapshot {
                 addr: "192.168.122.10".into(),

@@ -271,6 +271,7 @@ mod tests {
             export: None,
             bytes_read: 10,
             bytes_written: 0,
+            reply_held: false,
         });
         b.counters().record(&CallNote::default());
         let s = t.snapshot();

@@ -175,6 +175,7 @@ impl Metrics {
             procedures,
             bytes_read: totals.bytes_read,
             bytes_written: totals.bytes_written,
+            replies_held: totals.replies_held,
             clients: self.clients.snapshot(),
             exports,
             ..StatsSnapshot::default()
@@ -307,6 +308,7 @@ mod tests {
             export: Some(1),
             bytes_read: 0,
             bytes_written: 0,
+            reply_held: false,
         };
         let ok = reply(0);
         let noent = reply(2);

@@ -22,6 +22,9 @@ pub(crate) struct CallNote {
     pub(crate) bytes_read: u32,
     /// WRITE: bytes accepted.
     pub(crate) bytes_written: u32,
+    /// The reply was held for coalescing rather than written (set by the
+    /// handler after sending, not by services).
+    pub(crate) reply_held: bool,
 }
 
 impl CallNote {
@@ -29,6 +32,7 @@ impl CallNote {
         export: None,
         bytes_read: 0,
         bytes_written: 0,
+        reply_held: false,
     };
 }
 
@@ -87,7 +91,8 @@ mod tests {
             CallNote {
                 export: Some(7),
                 bytes_read: 10,
-                bytes_written: 3
+                bytes_written: 3,
+                reply_held: false,
             }
         );
         assert_eq!(take(), CallNote::default());

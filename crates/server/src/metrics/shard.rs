@@ -69,6 +69,7 @@ pub(crate) struct Shard {
     exports: [ExportCell; EXPORT_CELLS],
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
+    replies_held: AtomicU64,
 }
 
 impl Shard {
@@ -78,6 +79,7 @@ impl Shard {
             exports: Default::default(),
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
+            replies_held: AtomicU64::new(0),
         }
     }
 }
@@ -118,6 +120,8 @@ pub(crate) struct Totals {
     pub(crate) slots: Vec<SlotTotals>,
     pub(crate) bytes_read: u64,
     pub(crate) bytes_written: u64,
+    /// Replies held for coalescing instead of written at once.
+    pub(crate) replies_held: u64,
     pub(crate) exports: HashMap<u32, ExportTotals>,
 }
 
@@ -127,6 +131,7 @@ impl Default for Totals {
             slots: vec![SlotTotals::default(); SLOTS],
             bytes_read: 0,
             bytes_written: 0,
+            replies_held: 0,
             exports: HashMap::new(),
         }
     }
@@ -146,6 +151,7 @@ impl Totals {
             total.max_ns = total.max_ns.max(cells.max_ns.load(Relaxed));
         }
         self.bytes_read += shard.bytes_read.load(Relaxed);
+        self.replies_held += shard.replies_held.load(Relaxed);
         self.bytes_written += shard.bytes_written.load(Relaxed);
         for cell in &shard.exports {
             let key = cell.key.load(Relaxed);
@@ -270,6 +276,9 @@ impl ShardHandle {
         if note.bytes_written > 0 {
             add(&self.shard.bytes_written, u64::from(note.bytes_written));
         }
+        if note.reply_held {
+            add(&self.shard.replies_held, 1);
+        }
         if let Some(id) = note.export {
             self.record_export(id, note);
         }
@@ -334,6 +343,7 @@ mod tests {
             export: Some(5),
             bytes_read: 100,
             bytes_written: 0,
+            reply_held: false,
         };
         a.record(3, None, 1_000, &note);
         b.record(3, Some(2), 2_000, &CallNote::default());
@@ -376,6 +386,7 @@ mod tests {
                 export: Some(id),
                 bytes_read: 0,
                 bytes_written: 8,
+                reply_held: false,
             };
             h.record(7, None, 10, &note);
             h.record(7, None, 10, &note);

@@ -23,6 +23,10 @@ pub struct StatsSnapshot {
     pub bytes_read: u64,
     /// Bytes of file data accepted by WRITE.
     pub bytes_written: u64,
+    /// Replies held back to leave in one write with later ones (reply
+    /// coalescing, [`Limits::max_reply_hold`](crate::Limits::max_reply_hold));
+    /// the other replies were each written when their call finished.
+    pub replies_held: u64,
     /// Per-client totals (by IP address), at most a bounded number of rows; calls
     /// of clients beyond the bound are summed in the row with `addr` = "other".
     pub clients: Vec<ClientSnapshot>,

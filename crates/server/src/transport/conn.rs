@@ -137,6 +137,15 @@ struct WriteState {
     held_since: Option<Instant>,
 }
 
+/// What [`Connection::send_reply`] did.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sent {
+    /// Replies that fully reached the kernel (this one and earlier ones).
+    pub(crate) done: u32,
+    /// This reply was held for coalescing, not written.
+    pub(crate) held: bool,
+}
+
 /// What reading one record produced.
 pub(crate) enum ReadOutcome {
     /// A complete record. `more`: the owner should have the task re-queued, because
@@ -331,23 +340,29 @@ impl Connection {
 
     /// Ends one call with its complete, record-marked `reply` (empty for a call
     /// answered with nothing), without blocking. Returns how many replies (this
-    /// one and earlier buffered ones) fully reached the kernel; pass it to
-    /// [`Connection::complete`]. On error the connection is broken.
+    /// one and earlier buffered ones) fully reached the kernel, to pass to
+    /// [`Connection::complete`], and whether this one was held. On error the
+    /// connection is broken.
     ///
     /// Reply coalescing: while the connection's next record is a quick call
     /// already received (`next_quick`), the reply is queued but not written, for
     /// at most `max_hold` after the oldest reply held; the next reply that is not
     /// held writes them all with one system call. Zero `max_hold` never holds.
-    pub(crate) fn send_reply(&self, reply: &[u8], max_hold: Duration) -> io::Result<u32> {
+    pub(crate) fn send_reply(&self, reply: &[u8], max_hold: Duration) -> io::Result<Sent> {
+        self.send_or_hold(reply, max_hold)
+            .map(|(done, held)| Sent { done, held })
+    }
+
+    fn send_or_hold(&self, reply: &[u8], max_hold: Duration) -> io::Result<(u32, bool)> {
         let mut ws = lock(&self.write);
         if reply.is_empty() && ws.is_empty() {
-            return Ok(0);
+            return Ok((0, false));
         }
         if self.may_hold(&mut ws, reply.len(), max_hold) {
             if !reply.is_empty() {
                 ws.queue(reply);
             }
-            return Ok(0);
+            return Ok((0, true));
         }
         ws.held_since = None;
         let mut rest = reply;
@@ -357,7 +372,7 @@ impl Connection {
             let n = write_nonblocking(&self.stream, rest)?;
             rest = &rest[n..];
             if rest.is_empty() {
-                return Ok(1);
+                return Ok((1, false));
             }
         }
         if !rest.is_empty() {
@@ -366,7 +381,7 @@ impl Connection {
         }
         // Before the final attempt: see `write_pending`.
         self.write_pending.store(true, Ordering::SeqCst);
-        self.flush_locked(&mut ws)
+        self.flush_locked(&mut ws).map(|done| (done, false))
     }
 
     /// Whether a reply of `len` bytes finishing now may be held (see
