@@ -19,6 +19,22 @@ pub const CALL: u32 = 0;
 /// `msg_type`: REPLY.
 pub const REPLY: u32 = 1;
 
+/// Program, version and procedure of the call whose record starts with `head`,
+/// read from its fixed first 24 bytes (xid, message type, RPC version,
+/// program, version, procedure) without decoding the rest: `None` when `head`
+/// is shorter, or is not a CALL of RPC version 2.
+pub fn peek_call_ids(head: &[u8]) -> Option<(u32, u32, u32)> {
+    let word = |i: usize| {
+        head.get(i * 4..i * 4 + 4)
+            .and_then(|b| b.first_chunk::<4>())
+            .map(|b| u32::from_be_bytes(*b))
+    };
+    match (word(1)?, word(2)?) {
+        (CALL, RPC_VERSION) => Some((word(3)?, word(4)?, word(5)?)),
+        _ => None,
+    }
+}
+
 const MSG_ACCEPTED: u32 = 0;
 const MSG_DENIED: u32 = 1;
 

@@ -26,7 +26,9 @@ use rnfs_xdr::{Decode, DecodeError, Encode, Reader, Writer};
 
 use crate::auth::{Auth, AuthError, AuthStat, OpaqueAuth};
 use crate::error::RpcError;
-use crate::message::{CallHeader, ReplyHeader, ReplyStatus, CALL, REPLY, RPC_VERSION};
+use crate::message::{
+    peek_call_ids, CallHeader, ReplyHeader, ReplyStatus, CALL, REPLY, RPC_VERSION,
+};
 use crate::record::{begin_record, finish_record};
 
 /// One version range of one RPC program.
@@ -345,18 +347,10 @@ impl Dispatcher {
     /// including a head too short or not a CALL, is not quick. Reads six words
     /// and scans the few registered programs: cheap enough for every record.
     pub fn is_quick_call(&self, head: &[u8]) -> bool {
-        let word = |i: usize| {
-            head.get(i * 4..i * 4 + 4)
-                .and_then(|b| b.first_chunk::<4>())
-                .map(|b| u32::from_be_bytes(*b))
-        };
-        let (Some(CALL), Some(RPC_VERSION), Some(prog), Some(vers), Some(proc_)) =
-            (word(1), word(2), word(3), word(4), word(5))
-        else {
-            return false;
-        };
-        self.lookup(prog, vers)
-            .is_ok_and(|service| service.is_quick(vers, proc_))
+        peek_call_ids(head).is_some_and(|(prog, vers, proc_)| {
+            self.lookup(prog, vers)
+                .is_ok_and(|service| service.is_quick(vers, proc_))
+        })
     }
 
     fn lookup(&self, prog: u32, vers: u32) -> Result<&dyn Service, RpcError> {

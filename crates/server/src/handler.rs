@@ -100,13 +100,10 @@ impl ServerHandler {
         peer: std::net::SocketAddr,
     ) -> Option<(&DuplicateRequestCache, DrcKey)> {
         let (cache, config) = self.drc.as_ref()?;
-        let word = |i: usize| {
-            record
-                .get(i * 4..i * 4 + 4)
-                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        // xid, msg_type, rpcvers, prog, vers, proc.
-        if !(config.cached)(word(3)?, word(4)?, word(5)?) {
+        // Not a CALL of RPC version 2: dropped or answered with an error the
+        // dispatcher computes again at no cost, so not worth caching.
+        let (prog, vers, proc_) = rnfs_rpc::peek_call_ids(record)?;
+        if !(config.cached)(prog, vers, proc_) {
             return None;
         }
         Some((cache, DrcKey::from_call(peer, record)?))
@@ -185,9 +182,7 @@ impl ServerHandler {
             },
         }
     }
-}
 
-impl ServerHandler {
     /// Dispatches `record` (through the DRC when it applies) into
     /// `state.reply`; `None` when a duplicate of a running call is dropped.
     fn dispatch(

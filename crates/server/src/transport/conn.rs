@@ -133,7 +133,8 @@ struct WriteState {
     sent: usize,
     ends: VecDeque<usize>,
     /// When the oldest reply now held back (not yet tried on the socket) was
-    /// held; `None` when none is.
+    /// held; `None` when none is. Cleared by every flush, so `Some` implies
+    /// unsent bytes.
     held_since: Option<Instant>,
 }
 
@@ -349,22 +350,20 @@ impl Connection {
     /// at most `max_hold` after the oldest reply held; the next reply that is not
     /// held writes them all with one system call. Zero `max_hold` never holds.
     pub(crate) fn send_reply(&self, reply: &[u8], max_hold: Duration) -> io::Result<Sent> {
-        self.send_or_hold(reply, max_hold)
-            .map(|(done, held)| Sent { done, held })
-    }
-
-    fn send_or_hold(&self, reply: &[u8], max_hold: Duration) -> io::Result<(u32, bool)> {
+        let sent = |done| Sent { done, held: false };
         let mut ws = lock(&self.write);
         if reply.is_empty() && ws.is_empty() {
-            return Ok((0, false));
+            return Ok(sent(0));
         }
         if self.may_hold(&mut ws, reply.len(), max_hold) {
             if !reply.is_empty() {
                 ws.queue(reply);
             }
-            return Ok((0, true));
+            return Ok(Sent {
+                done: 0,
+                held: true,
+            });
         }
-        ws.held_since = None;
         let mut rest = reply;
         if ws.is_empty() {
             // Fast path: nothing queued ahead of us, write straight from the caller's
@@ -372,16 +371,14 @@ impl Connection {
             let n = write_nonblocking(&self.stream, rest)?;
             rest = &rest[n..];
             if rest.is_empty() {
-                return Ok((1, false));
+                return Ok(sent(1));
             }
         }
         if !rest.is_empty() {
             ws.queue(rest);
             self.counters().note_output_buffered(ws.unsent());
         }
-        // Before the final attempt: see `write_pending`.
-        self.write_pending.store(true, Ordering::SeqCst);
-        self.flush_locked(&mut ws).map(|done| (done, false))
+        self.write_buffered(&mut ws).map(sent)
     }
 
     /// Whether a reply of `len` bytes finishing now may be held (see
@@ -414,8 +411,7 @@ impl Connection {
         if ws.held_since.is_none() {
             return Ok(0);
         }
-        self.write_pending.store(true, Ordering::SeqCst);
-        self.flush_locked(&mut ws)
+        self.write_buffered(&mut ws)
     }
 
     /// Stops holding replies and writes those held, for when the record they wait
@@ -423,13 +419,14 @@ impl Connection {
     /// [`Connection::complete`]. Owner only (or with reading stopped).
     pub(crate) fn release_held(&self) -> io::Result<u32> {
         self.next_quick.store(false, Ordering::Relaxed);
-        let mut ws = lock(&self.write);
-        ws.held_since = None;
-        if ws.is_empty() {
-            return Ok(0);
-        }
+        self.flush_held()
+    }
+
+    /// Writes what the output buffer holds, as a sender's final attempt.
+    fn write_buffered(&self, ws: &mut WriteState) -> io::Result<u32> {
+        // Before the final attempt: see `write_pending`.
         self.write_pending.store(true, Ordering::SeqCst);
-        self.flush_locked(&mut ws)
+        self.flush_locked(ws)
     }
 
     /// Whether the output buffer may hold bytes (poller, before [`Connection::flush`]).

@@ -551,6 +551,7 @@ impl Filesystem for LocalFs {
         count: u32,
         out: &mut Vec<u8>,
     ) -> FsResult<ReadOk> {
+        // Without `nowait`, `read_with` always answers; `Io` is unreachable.
         self.read_with(cred, fh, offset, count, out, false)
             .and_then(|ok| ok.ok_or(FsError::Io))
     }
