@@ -6,11 +6,15 @@
 #
 #   bench/client-vs-libnfs.sh [--runs N] [--ops getattr,read,write]
 #                             [--depths 1,16] [--size BYTES] [--duration S]
+#                             [--with-reader-thread]
 #
 # rnfs: `rnfs bench client` twice: DEPTH threads making blocking calls over
 # one connection (rnfs-threads), and DEPTH tasks on one tokio thread awaiting
 # the async API (rnfs-async, libnfs's shape). libnfs: bench/tools/libnfs-load.c, one thread with DEPTH
 # calls in flight through libnfs's async raw API (libnfs 4 has no threads).
+# --with-reader-thread adds rnfs-async-thread: the async API with its replies
+# handed over by the connection's reader thread (`--mode async-reader-thread`,
+# the path before the client read on the runtime), side by side.
 # Both report their own CPU time per call. /dev/cpu_dma_latency is held at 0
 # during the runs (the VM's idle states add tens of µs per wake-up otherwise).
 set -euo pipefail
@@ -18,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$repo/tests/integration/lib.sh"
 
-runs=5 ops=getattr,read,write depths=1,16 size=4096 duration=3
+runs=5 ops=getattr,read,write depths=1,16 size=4096 duration=3 with_thread=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
@@ -26,7 +30,8 @@ while [ $# -gt 0 ]; do
     --depths) depths=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --with-reader-thread) with_thread=1; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "client-vs-libnfs: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -71,14 +76,15 @@ for run in $(seq "$runs"); do
   for op in ${ops//,/ }; do
     for d in ${depths//,/ }; do
       order="libnfs rnfs-threads rnfs-async"
-      [ $((run % 2)) = 0 ] && order="rnfs-async rnfs-threads libnfs"
+      [ "$with_thread" = 1 ] && order="$order rnfs-async-thread"
+      [ $((run % 2)) = 0 ] && order=$(tr ' ' '\n' <<<"$order" | tac | tr '\n' ' ')
       for who in $order; do
         if [ "$who" = libnfs ]; then
           line=$("$work/libnfs-load" -o "$op" -s "$size" -d "$d" -t "$duration" -w 1 "$file_url")
           echo "libnfs $op $d $(sed -E 's/.*calls_per_sec=([0-9.]+).*p50_us=([0-9.]+).*p99_us=([0-9.]+).*cpu_us_per_call=([0-9.]+).*/\1 \2 \3 \4/' <<<"$line")" >>"$results"
         else
           "$rnfs" bench client --url "$url" --op "$op" --threads "$d" --size "$size" \
-            --mode "${who#rnfs-}" --file-size 64M --duration "$duration" --warmup 1 --repeat 1 \
+            --mode "$(sed 's/^rnfs-//; s/^async-thread$/async-reader-thread/' <<<"$who")" --file-size 64M --duration "$duration" --warmup 1 --repeat 1 \
             --json "$work/r.json" >/dev/null
           python3 - "$work/r.json" "$op" "$d" "$who" >>"$results" <<'PY'
 import json, sys
@@ -111,4 +117,15 @@ for (op, d) in sorted({(k[0], k[1]) for k in data}):
     print(f"| {op} | {d} | {med(l,0):.0f} ({span(l,0)}) | {med(t,0):.0f} ({span(t,0)}) | "
           f"{med(t,0)/med(l,0):.2f} | {med(a,0):.0f} ({span(a,0)}) | {med(a,0)/med(l,0):.2f} | "
           f"{med(l,2):.0f} / {med(t,2):.0f} / {med(a,2):.0f} | {med(l,3):.1f} / {med(t,3):.1f} / {med(a,3):.1f} |")
+at = {k[:2]: v for k, v in data.items() if k[2] == "rnfs-async-thread"}
+if at:
+    print("\nThe async API with replies handed over by the reader thread (rnfs-async-thread), same runs:\n")
+    print("| op | depth | async-thread calls/s | ratio to libnfs | async / async-thread | p99 us | CPU us/call |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for (op, d), v in sorted(at.items()):
+        l, a = data.get((op, d, "libnfs"), []), data.get((op, d, "rnfs-async"), [])
+        if not l or not a:
+            continue
+        print(f"| {op} | {d} | {med(v,0):.0f} ({span(v,0)}) | {med(v,0)/med(l,0):.2f} | "
+              f"{med(a,0)/med(v,0):.2f} | {med(v,2):.0f} | {med(v,3):.1f} |")
 PY

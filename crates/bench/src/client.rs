@@ -58,9 +58,14 @@ pub enum ClientOp {
 pub enum LoadMode {
     /// `threads` OS threads, each making blocking calls.
     Threads,
-    /// `threads` tasks on one single-threaded tokio runtime, each awaiting
+    /// `threads` tasks on a tokio runtime with one worker thread, each awaiting
     /// `RpcClient::call_async` (the shape of libnfs's event loop).
     Async,
+    /// As `Async`, with the client's runtime reader off
+    /// (`ClientOptions::runtime_reader`): replies handed over by the
+    /// connection's reader thread, the path of other executors.
+    #[serde(rename = "async-reader-thread")]
+    AsyncReaderThread,
 }
 
 /// Parameters of [`client_load`].
@@ -191,6 +196,7 @@ pub fn client_load(p: &ClientLoadParams) -> Result<ClientLoadRow, ClientBenchErr
     let options = ClientOptions {
         connections: p.connections,
         max_slots: (p.threads * 2).max(128),
+        runtime_reader: p.mode != LoadMode::AsyncReaderThread,
         ..ClientOptions::default()
     };
     let (session, _) = Session::connect(&p.url, options, Credential::root())?;
@@ -203,7 +209,7 @@ pub fn client_load(p: &ClientLoadParams) -> Result<ClientLoadRow, ClientBenchErr
     let measuring = Arc::new(AtomicBool::new(false));
     let worker_threads = match p.mode {
         LoadMode::Threads => p.threads as usize,
-        LoadMode::Async => 1,
+        LoadMode::Async | LoadMode::AsyncReaderThread => 1,
     };
     // Every worker parks on its own futex while its call is out.
     rnfs_sched::fit_futex_hash(worker_threads);
@@ -239,12 +245,18 @@ pub fn client_load(p: &ClientLoadParams) -> Result<ClientLoadRow, ClientBenchErr
                 })
             })
             .collect(),
-        LoadMode::Async => {
+        LoadMode::Async | LoadMode::AsyncReaderThread => {
             let nfs = session.nfs().clone();
             let (stop, measuring, start) = (stop.clone(), measuring.clone(), start.clone());
             let (op, size, tasks) = (p.op, p.size, p.threads);
             vec![thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
+                // One worker: the tasks and the client's reader task share
+                // one thread, as libnfs's event loop does. Multi-thread
+                // flavour: the client reads on the runtime's reactor only
+                // there (`rnfs_client` transport, `reactor.rs`).
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .enable_all()
                     .build()
                     .map_err(|e| NfsError::Client(rnfs_client::ClientError::Io(e)))?;
                 start.wait();

@@ -1,6 +1,9 @@
 //! rnfs client library: NFSv3 and MOUNT v3 over TCP.
 //!
 //! - [`RpcClient`]: a thread-safe transport; many calls share one connection.
+//!   Blocking calls, or futures (`call_async`) that run on any executor; on a
+//!   multi-thread tokio runtime (feature `tokio`, on by default) their
+//!   replies are read by a task of that runtime, woken by its reactor.
 //! - [`NfsClient`]: one typed method per NFSv3 and MOUNT procedure.
 //! - [`Session`]: an export mounted from an `nfs://` [`NfsUrl`].
 //! - [`SyncConnection`]: a minimal one-call-at-a-time connection for tests

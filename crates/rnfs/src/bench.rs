@@ -407,6 +407,9 @@ pub(crate) enum LoadModeArg {
     Threads,
     /// --threads tasks on one tokio thread, async calls.
     Async,
+    /// As async, with replies handed over by the connection's reader thread
+    /// instead of read on the runtime (for comparison).
+    AsyncReaderThread,
 }
 
 /// Options of `rnfs bench client`.
@@ -743,6 +746,7 @@ fn run_client(a: ClientArgs) -> anyhow::Result<()> {
     let mode = match a.mode {
         LoadModeArg::Threads => LoadMode::Threads,
         LoadModeArg::Async => LoadMode::Async,
+        LoadModeArg::AsyncReaderThread => LoadMode::AsyncReaderThread,
     };
     let mut all = Vec::new();
     println!(

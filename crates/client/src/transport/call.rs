@@ -43,12 +43,23 @@ pub(crate) struct CallState {
     /// The owner blocks and reads the socket itself while waiting; others
     /// ask the reader thread after each send (`lead.rs`).
     leads: bool,
+    /// An async call: while a reader task runs, its sends are queued for
+    /// that task to write with others in one `writev` (`reactor.rs`).
+    #[cfg_attr(not(all(feature = "tokio", not(loom))), allow(dead_code))]
+    is_async: bool,
 }
 
 impl CallState {
     /// Starts a call in slot `idx` (already reserved) with `record` (XID 0).
     /// `leads`: the owner waits at once, blocking (and so reads itself).
-    pub(crate) fn start(conn: Arc<Conn>, idx: u32, mut record: Vec<u8>, leads: bool) -> Self {
+    /// `is_async`: the owner is a future.
+    pub(crate) fn start(
+        conn: Arc<Conn>,
+        idx: u32,
+        mut record: Vec<u8>,
+        leads: bool,
+        is_async: bool,
+    ) -> Self {
         let xid = match conn.slots.begin(idx) {
             Some(xid) => xid,
             None => {
@@ -72,6 +83,7 @@ impl CallState {
             retransmits: 0,
             finished: false,
             leads,
+            is_async,
         };
         call.send(now);
         call
@@ -97,6 +109,11 @@ impl CallState {
         // Read the epoch before queueing: if a reconnect drops the request,
         // the epoch we see later differs and we send again.
         self.sent_epoch = self.conn.epoch();
+        #[cfg(all(feature = "tokio", not(loom)))]
+        if self.is_async && self.conn.transmit_deferred(Arc::clone(&self.request)) {
+            // The reader task writes it, and reads its reply.
+            return;
+        }
         self.conn.transmit(Arc::clone(&self.request));
         if !self.leads {
             self.conn.reading.ensure_reader();
@@ -301,9 +318,11 @@ mod future {
 
     /// The future of [`RpcClient::call_async`](super::super::RpcClient::call_async).
     ///
-    /// Runtime-agnostic: it is woken by the connection's reader thread (a
-    /// reply, a reconnect, or a retransmit deadline, checked every tick),
-    /// never by a timer of some runtime. Dropping it abandons the call.
+    /// Runtime-agnostic: it is woken by whoever reads the connection (its
+    /// reader thread, or a reader task on a multi-thread tokio runtime) for
+    /// a reply or a reconnect, and by the reader thread for a retransmit
+    /// deadline (checked every tick), never by a timer of some runtime.
+    /// Dropping it abandons the call.
     #[must_use = "a call future does nothing unless polled"]
     pub struct CallFuture<T, F> {
         stage: Stage,
@@ -347,8 +366,14 @@ mod future {
         /// Reserves a slot of `conn` without blocking and sends `record`, or
         /// queues for a slot.
         pub(crate) fn new(conn: Arc<Conn>, record: Vec<u8>, decode: F) -> Self {
+            // Before the first send, so that its reply is read on this
+            // runtime already (`reactor.rs`).
+            #[cfg(feature = "tokio")]
+            super::super::reactor::ensure_reader_task(&conn);
             let stage = match conn.slots.reserve() {
-                Reservation::Slot(idx) => Stage::Sent(CallState::start(conn, idx, record, false)),
+                Reservation::Slot(idx) => {
+                    Stage::Sent(CallState::start(conn, idx, record, false, true))
+                }
                 Reservation::Queued(ticket) => {
                     ConnStats::bump(&conn.stats.backlog_waits);
                     Stage::Queued {
@@ -392,11 +417,13 @@ mod future {
                                     return Poll::Ready(Err(ClientError::Shutdown));
                                 };
                                 this.stage =
-                                    Stage::Sent(CallState::start(conn, idx, record, false));
+                                    Stage::Sent(CallState::start(conn, idx, record, false, true));
                             }
                         }
                     }
                     Stage::Sent(call) => {
+                        #[cfg(feature = "tokio")]
+                        super::super::reactor::ensure_reader_task(&call.conn);
                         if let Some(slot) = call.slot() {
                             slot.waiter.register(cx.waker());
                         }

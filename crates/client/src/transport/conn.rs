@@ -15,7 +15,9 @@
 //! bytes, and moves the record into the slot of that XID ([`Slot::deliver`]);
 //! decoding happens in the caller. A blocking caller reads until its own
 //! reply is in; the reader thread reads for everyone else (async futures,
-//! submitted calls) and gives the role up when a blocking caller wants it.
+//! submitted calls) and gives the role up when a blocking caller wants it,
+//! or when a reader task on a tokio runtime stands in for it (`reactor.rs`;
+//! that task reads with non-blocking `recv`s woken by the runtime's reactor).
 //! Replies with no waiting slot are dropped and counted. Every tick
 //! (`timeout / 8`, 5 ms to 1 s) the reader thread wakes the owners whose
 //! retransmit deadline passed (async calls have no timer of their own).
@@ -50,6 +52,8 @@ use crate::error::ClientError;
 use crate::lockstat::Site;
 
 use super::lead::{ReadRole, ReadSide};
+#[cfg(all(feature = "tokio", not(loom)))]
+use super::reactor::{Stint, Watched};
 use super::slots::{Delivery, Slot, SlotTable};
 use super::socket;
 use super::sync::{
@@ -74,6 +78,7 @@ pub(crate) struct ConnStats {
     pub(crate) reconnects: AtomicU64,
     pub(crate) unknown_replies: AtomicU64,
     pub(crate) backlog_waits: AtomicU64,
+    pub(crate) runtime_reads: AtomicU64,
 }
 
 impl ConnStats {
@@ -238,8 +243,29 @@ impl Conn {
         self.kick();
     }
 
+    /// An async call's send while a reader task is about to write what is
+    /// queued (`reactor.rs`): queued for it, to go out with the others in
+    /// one `writev`. `false` if no such write is pending (the caller sends
+    /// itself).
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn transmit_deferred(&self, request: Arc<Vec<u8>>) -> bool {
+        let ar = self.reading.async_reader();
+        if !ar.flush_pending() {
+            return false;
+        }
+        self.queue.push(request);
+        // SeqCst fence: our push is visible before we look again; pairs with
+        // the task clearing `flush_pending` (store, fence, then `kick`), so
+        // the request is written by the task or by us.
+        fence(Ordering::SeqCst);
+        if !ar.flush_pending() {
+            self.kick();
+        }
+        true
+    }
+
     /// Drains the send queue while we can take the send lock.
-    fn kick(&self) {
+    pub(crate) fn kick(&self) {
         loop {
             let Some(mut guard) = self.writer.try_lock(Site::SendLock) else {
                 // The holder re-checks the queue after releasing.
@@ -305,6 +331,9 @@ impl Conn {
         // SeqCst: after the socket is installed; an owner reading the new
         // epoch sends on the new socket.
         self.epoch.fetch_add(1, Ordering::SeqCst);
+        // A reader task watches the old socket: wake it to watch this one.
+        #[cfg(all(feature = "tokio", not(loom)))]
+        self.reading.async_reader().wake_unparked();
         self.slots.wake_owners(None);
         self.kick();
         Ok(())
@@ -338,6 +367,9 @@ impl Conn {
         }
         self.slots.close();
         self.slots.wake_owners(None);
+        // The reader task sees `closing` and ends.
+        #[cfg(all(feature = "tokio", not(loom)))]
+        self.reading.async_reader().wake_unparked();
     }
 
     fn tick(&self) -> Duration {
@@ -346,11 +378,17 @@ impl Conn {
 
     fn reader_main(self: Arc<Self>) {
         let mut backoff = MIN_BACKOFF;
+        let mut watchdog = Watchdog::new(self.tick());
         while !self.is_closing() {
             self.reading.reader_register();
-            if self.reading.reader_asked() {
+            let stalled = watchdog.stalled(self.reading.async_polls(), &self.slots);
+            if stalled {
+                // The task writes the async calls' requests too.
+                self.kick();
+            }
+            if self.reading.reader_asked() || stalled {
                 if let Some(mut g) = self.reading.try_take() {
-                    g.with(|st| self.serve(st, &mut backoff));
+                    g.with(|st| self.serve(st, &mut backoff, stalled));
                     self.reading.release(g, &self.slots);
                     continue;
                 }
@@ -368,8 +406,10 @@ impl Conn {
     }
 
     /// Reader thread, holding the role: reads (repairing the stream when it
-    /// fails) until a blocking caller wants the role or the client closes.
-    fn serve(&self, st: &mut ReadSideState, backoff: &mut Duration) {
+    /// fails) until a blocking caller wants the role, a reader task can take
+    /// over (unless `for_a_tick`: the watchdog, reading for one tick), or the
+    /// client closes.
+    fn serve(&self, st: &mut ReadSideState, backoff: &mut Duration, for_a_tick: bool) {
         let tick = self.tick();
         let mut next_tick = Instant::now() + tick;
         while !self.is_closing() {
@@ -414,12 +454,19 @@ impl Conn {
                 }
                 continue;
             }
-            self.read_once(st);
+            if self.reading.async_active() && !for_a_tick {
+                // The stream is sound: the reader task reads.
+                return;
+            }
+            self.read_once(st, false);
             if self.slots.has_want() {
                 return;
             }
             let now = Instant::now();
             if now >= next_tick {
+                if for_a_tick {
+                    return;
+                }
                 self.slots.wake_owners(Some(self.ms_since_created(now)));
                 st.decoder.shrink_if_idle();
                 next_tick = now + tick;
@@ -464,7 +511,7 @@ impl Conn {
                 && !st.needs_reader()
                 && Instant::now() < deadline
             {
-                self.read_once(st);
+                self.read_once(st, false);
             }
             if st.shrink_at <= Instant::now() {
                 st.decoder.shrink_if_idle();
@@ -474,46 +521,138 @@ impl Conn {
         })
     }
 
-    /// One `read` (bounded by the socket's tick timeout) and the delivery of
-    /// every complete record. A failure is recorded in `st.end` and the
-    /// socket shut down; the reader thread repairs it.
-    fn read_once(&self, st: &mut ReadSideState) {
+    /// One `read` (bounded by the socket's tick timeout; without waiting if
+    /// `nonblocking`) and the delivery of every complete record. A failure
+    /// is recorded in `st.end` and the socket shut down; the reader thread
+    /// repairs it.
+    fn read_once(&self, st: &mut ReadSideState, nonblocking: bool) -> ReadOutcome {
         let Some(s) = &st.stream else {
-            return;
+            return ReadOutcome::Failed;
         };
         let buf = st.decoder.read_buf();
         if buf.is_empty() {
             let e = "read buffer full without a complete record".into();
             st.fail(StreamEnd::Protocol(e));
-            return;
+            return ReadOutcome::Failed;
         }
-        let mut reader = s;
-        match reader.read(buf) {
+        let room = buf.len();
+        let got = if nonblocking {
+            rustix::net::recv(s, buf, rustix::net::RecvFlags::DONTWAIT)
+                .map(|(n, _)| n)
+                .map_err(io::Error::from)
+        } else {
+            let mut reader = s;
+            reader.read(buf)
+        };
+        match got {
             Ok(0) => {
                 let mid_record = st.decoder.buffered() > 0;
                 st.fail(StreamEnd::Eof { mid_record });
+                ReadOutcome::Failed
             }
             Ok(n) => {
                 st.decoder.advance(n);
                 loop {
                     match st.decoder.next_record() {
                         Ok(Some(record)) => st.delivered |= self.dispatch(record),
-                        Ok(None) => break,
+                        // A short read emptied the socket's receive queue.
+                        Ok(None) if n < room => return ReadOutcome::Drained,
+                        Ok(None) => return ReadOutcome::Data,
                         Err(e) => {
                             st.fail(StreamEnd::Protocol(e.to_string()));
-                            break;
+                            return ReadOutcome::Failed;
                         }
                     }
                 }
             }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => ReadOutcome::Empty,
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
-            Err(e) => st.fail(StreamEnd::Io(e)),
+                    io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
+                ReadOutcome::Data
+            }
+            Err(e) => {
+                st.fail(StreamEnd::Io(e));
+                ReadOutcome::Failed
+            }
+        }
+    }
+
+    /// The reader task, holding the role: reads while the reactor reports
+    /// the socket readable, until it is empty (registered with the reactor),
+    /// the budget is spent, a blocking caller wants the role or the stream
+    /// fails (`reactor.rs`).
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn read_async(
+        &self,
+        st: &mut ReadSideState,
+        watched: &mut Option<Watched>,
+        cx: &mut std::task::Context<'_>,
+        budget: &mut u32,
+    ) -> Stint {
+        use std::task::Poll;
+        loop {
+            if st.needs_reader() {
+                return Stint::Broken;
+            }
+            // The stream and the epoch change together, under the role.
+            let epoch = self.epoch();
+            if watched.as_ref().is_none_or(|w| w.epoch != epoch) {
+                *watched = None;
+                let Some(s) = &st.stream else {
+                    return Stint::Broken;
+                };
+                let fd = self.reading.async_reader().registering(|| {
+                    s.try_clone().and_then(|dup| {
+                        #[allow(unsafe_code)]
+                        // SAFETY: `dup` is an owned socket the `AsyncFd` takes
+                        // over: its descriptor stays open and the same until the
+                        // `AsyncFd` is dropped.
+                        unsafe {
+                            tokio::io::unix::AsyncFd::register_with_interest(
+                                dup,
+                                tokio::io::Interest::READABLE,
+                            )
+                        }
+                        .map_err(io::Error::from)
+                    })
+                });
+                match fd {
+                    Ok(fd) => *watched = Some(Watched { epoch, fd }),
+                    Err(_) => return Stint::Unusable,
+                }
+            }
+            let Some(w) = watched.as_ref() else {
+                return Stint::Unusable;
+            };
+            let mut ready = match w.fd.poll_read_ready(cx) {
+                Poll::Pending => return Stint::Parked,
+                Poll::Ready(Ok(ready)) => ready,
+                Poll::Ready(Err(_)) => return Stint::Unusable,
+            };
+            let outcome = self.read_once(st, true);
+            if outcome == ReadOutcome::Drained || outcome == ReadOutcome::Empty {
+                // Safe on a TCP socket: data arriving after this read is a
+                // new edge, which sets readiness again (tokio compares ticks).
+                ready.clear_ready();
+            }
+            match outcome {
+                ReadOutcome::Empty => {}
+                ReadOutcome::Failed => return Stint::Broken,
+                ReadOutcome::Data | ReadOutcome::Drained => {
+                    ConnStats::bump(&self.stats.runtime_reads);
+                    if self.slots.has_want() {
+                        return Stint::HandOff;
+                    }
+                    *budget = budget.saturating_sub(1);
+                    if *budget == 0 {
+                        return Stint::Yield;
+                    }
+                }
+            }
         }
     }
 
@@ -565,6 +704,56 @@ impl ReadSide for ReadSideState {
     fn needs_reader(&mut self) -> bool {
         self.end.is_some() || self.stream.is_none()
     }
+}
+
+/// The reader thread's check that a reader task still runs (`reactor.rs`):
+/// stalled when calls wait and the task has not been polled for a tick.
+#[derive(Debug)]
+struct Watchdog {
+    tick: Duration,
+    since: Instant,
+    polls: u64,
+}
+
+impl Watchdog {
+    fn new(tick: Duration) -> Self {
+        Self {
+            tick,
+            since: Instant::now(),
+            polls: 0,
+        }
+    }
+
+    /// `polls`: the task's heartbeat, `None` if no task runs.
+    fn stalled(&mut self, polls: Option<u64>, slots: &SlotTable) -> bool {
+        let Some(polls) = polls else {
+            return false;
+        };
+        let now = Instant::now();
+        if polls != self.polls {
+            self.polls = polls;
+            self.since = now;
+            return false;
+        }
+        if now < self.since + self.tick {
+            return false;
+        }
+        self.since = now;
+        slots.any_waiting()
+    }
+}
+
+/// What one read found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadOutcome {
+    /// Data (or a timeout: the caller checks its conditions again).
+    Data,
+    /// Data, and less than asked for: the socket was left empty.
+    Drained,
+    /// Nothing to read (non-blocking reads only).
+    Empty,
+    /// The stream failed (`st.end` says why).
+    Failed,
 }
 
 /// Why a socket stopped being readable.

@@ -23,6 +23,10 @@
 //!
 //! A broken stream is the reader thread's to repair: a release that finds
 //! it broken asks the reader thread and wakes no owner.
+//!
+//! With the `tokio` feature, a reader task on the caller's runtime may stand
+//! in for the reader thread (`reactor.rs`): while it runs, "asking the
+//! reader" asks the task, except for a broken stream.
 
 use crate::lockstat::Site;
 
@@ -44,6 +48,9 @@ pub(crate) struct ReadRole<S> {
     reader_wanted: AtomicBool,
     /// The reader thread's registration.
     reader: Waiter,
+    /// The reader task standing in for the reader thread, if one runs.
+    #[cfg(all(feature = "tokio", not(loom)))]
+    async_reader: super::reactor::AsyncReader,
 }
 
 impl<S: ReadSide> ReadRole<S> {
@@ -52,6 +59,8 @@ impl<S: ReadSide> ReadRole<S> {
             side: TryLock::new(side),
             reader_wanted: AtomicBool::new(false),
             reader: Waiter::new(),
+            #[cfg(all(feature = "tokio", not(loom)))]
+            async_reader: super::reactor::AsyncReader::default(),
         }
     }
 
@@ -81,8 +90,10 @@ impl<S: ReadSide> ReadRole<S> {
         // waiting slots; pairs with `try_lead` and `ensure_reader`.
         fence(Ordering::SeqCst);
         // A broken stream is the reader thread's; otherwise one willing
-        // owner, else the reader thread if a call still waits.
-        if broken || (!slots.pass_baton() && slots.any_waiting()) {
+        // owner, else the reader if a call still waits.
+        if broken {
+            self.wake_thread();
+        } else if !slots.pass_baton() && slots.any_waiting() {
             self.wake_reader();
         }
     }
@@ -106,14 +117,59 @@ impl<S: ReadSide> ReadRole<S> {
         }
     }
 
-    /// Asks the reader thread to take the role.
+    /// Asks the reader to take the role: the reader task if one runs, else
+    /// the reader thread.
     pub(crate) fn wake_reader(&self) {
+        #[cfg(all(feature = "tokio", not(loom)))]
+        if self.async_reader.wake() {
+            return;
+        }
+        self.wake_thread();
+    }
+
+    /// Asks the reader thread to take the role.
+    pub(crate) fn wake_thread(&self) {
         // SeqCst: read by the reader after registering (register / check /
         // sleep, as every waiter here). A swap, not a store: the same
         // instruction on x86, and loom 0.7 mis-orders SeqCst stores against
         // the reader's swap (false deadlocks).
         self.reader_wanted.swap(true, Ordering::SeqCst);
         self.reader.wake();
+    }
+
+    /// The reader task's registration.
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn async_reader(&self) -> &super::reactor::AsyncReader {
+        &self.async_reader
+    }
+
+    /// Whether a reader task stands in for the reader thread.
+    pub(crate) fn async_active(&self) -> bool {
+        #[cfg(all(feature = "tokio", not(loom)))]
+        return self.async_reader.is_active();
+        #[cfg(not(all(feature = "tokio", not(loom))))]
+        false
+    }
+
+    /// The reader task's heartbeat, if one runs (`Conn::reader_main`'s
+    /// watchdog).
+    pub(crate) fn async_polls(&self) -> Option<u64> {
+        #[cfg(all(feature = "tokio", not(loom)))]
+        return self
+            .async_reader
+            .is_active()
+            .then(|| self.async_reader.polls());
+        #[cfg(not(all(feature = "tokio", not(loom))))]
+        None
+    }
+
+    /// The reader task ended: asks the reader thread if a call waits.
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn retire_async_reader(&self, slots: &SlotTable) {
+        self.async_reader.retire();
+        if slots.any_waiting() {
+            self.wake_thread();
+        }
     }
 
     /// Reader thread: registers for [`wake_reader`](Self::wake_reader).
