@@ -264,6 +264,15 @@ impl Conn {
         true
     }
 
+    /// [`kick`](Self::kick) if a request is queued (the load half of the
+    /// callers' Dekker pairs: they push, then look at the lock or a flag).
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn kick_if_queued(&self) {
+        if !self.queue.is_empty() {
+            self.kick();
+        }
+    }
+
     /// Drains the send queue while we can take the send lock.
     pub(crate) fn kick(&self) {
         loop {

@@ -215,7 +215,15 @@ impl Future for ReaderTask {
         // The requests the async calls queued since our last poll, in one
         // `writev` (module docs).
         ar.flushing();
-        conn.kick();
+        conn.kick_if_queued();
+        // Nothing to read on the socket we watch: stay registered with the
+        // reactor without taking the role.
+        if let Some(w) = &this.watched {
+            if w.epoch == conn.epoch() && w.fd.poll_read_ready(cx).is_pending() {
+                ar.parked.store(true, Ordering::SeqCst);
+                return Poll::Pending;
+            }
+        }
         // SeqCst fence: our registration is visible before we try the role;
         // pairs with the fence in `ReadRole::release` (a holder we lose to
         // sees the waiting calls and wakes us).
