@@ -49,7 +49,9 @@ fn deframe(
     stream: &[u8],
     chunk: &mut dyn FnMut(usize) -> usize,
 ) -> (Vec<Vec<u8>>, Option<RecordError>) {
-    let mut dec = RecordDecoder::new(FUZZ_MAX_RECORD);
+    // Direct reads from one byte on: the chunked pass takes them whenever
+    // offered, the whole pass never; both must agree.
+    let mut dec = RecordDecoder::new(FUZZ_MAX_RECORD).direct_reads_from(1);
     let mut records = Vec::new();
     let mut input = stream;
     let mut i = 0;
@@ -77,11 +79,31 @@ fn deframe(
             assert!(dec.buffered() <= stream.len());
             return (records, None);
         }
-        let buf = dec.read_buf();
-        assert!(!buf.is_empty());
-        let n = chunk(i).min(buf.len()).min(input.len());
-        buf[..n].copy_from_slice(&input[..n]);
-        dec.advance(n);
+        let want = chunk(i);
+        let direct = if want == usize::MAX {
+            None
+        } else {
+            dec.direct_target()
+        };
+        let n = if let Some(rec) = direct {
+            let spare = rec.capacity() - rec.len();
+            assert!(spare > 0);
+            let n = want.min(spare).min(input.len());
+            rec.extend_from_slice(&input[..n]);
+            assert!(
+                rec.len() <= rec.capacity(),
+                "no reallocation past the fragment"
+            );
+            dec.direct_filled();
+            n
+        } else {
+            let buf = dec.read_buf();
+            assert!(!buf.is_empty());
+            let n = want.min(buf.len()).min(input.len());
+            buf[..n].copy_from_slice(&input[..n]);
+            dec.advance(n);
+            n
+        };
         input = &input[n..];
         i += 1;
     }

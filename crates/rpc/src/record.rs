@@ -37,6 +37,9 @@ const READ_CHUNK: usize = 64 * 1024;
 const INITIAL_CHUNK: usize = 8 * 1024;
 /// Compact or grow when less than this much room is left at the end of the buffer.
 const MIN_READ: usize = 4 * 1024;
+/// Fragment bodies at least this long may be read straight into the record
+/// ([`RecordDecoder::direct_target`]).
+const DIRECT_MIN: usize = 16 * 1024;
 
 /// Why the byte stream cannot be decoded into records. Fatal for the connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,6 +86,11 @@ pub struct RecordDecoder {
     fragments: usize,
     /// Set on the first error; every later call returns it.
     failed: Option<RecordError>,
+    /// Smallest fragment body read straight into the record.
+    direct_min: usize,
+    /// While the caller reads into [`direct_target`](Self::direct_target):
+    /// the record's length once the fragment is complete.
+    direct_end: Option<usize>,
 }
 
 impl RecordDecoder {
@@ -97,7 +105,16 @@ impl RecordDecoder {
             record: Vec::new(),
             fragments: 0,
             failed: None,
+            direct_min: DIRECT_MIN,
+            direct_end: None,
         }
+    }
+
+    /// Offers [`direct_target`](Self::direct_target) for fragment bodies of
+    /// at least `min` bytes (default 16 KiB; at least 1).
+    pub fn direct_reads_from(mut self, min: usize) -> Self {
+        self.direct_min = min.max(1);
+        self
     }
 
     /// The largest record accepted.
@@ -145,6 +162,62 @@ impl RecordDecoder {
             }
         }
         &mut self.buf[self.end..]
+    }
+
+    /// The record being assembled, to read into instead of
+    /// [`read_buf`](Self::read_buf), when a record of at least the
+    /// direct-read size is arriving (at least 4 KiB of its fragment still to
+    /// come) and nothing else is buffered: the bytes
+    /// then land in the record once, instead of in the read buffer and then
+    /// the record. Its spare capacity is exactly the bytes the fragment still
+    /// lacks, so a read into it (rustix's `spare_capacity`, or
+    /// `Read::take(spare).read_to_end`) cannot take the next record's bytes.
+    /// Append at most that much, then call
+    /// [`direct_filled`](Self::direct_filled).
+    pub fn direct_target(&mut self) -> Option<&mut Vec<u8>> {
+        if self.failed.is_some() || self.start != self.end {
+            return None;
+        }
+        let State::Body { left, .. } = self.state else {
+            return None;
+        };
+        // `left` was checked against `max_record` when its mark was parsed.
+        let end = self.record.len().checked_add(left)?;
+        // A short remainder goes through the read buffer, with what follows
+        // it, in one read.
+        if end < self.direct_min || left < self.direct_min.min(MIN_READ) {
+            return None;
+        }
+        if self.record.capacity() < end {
+            self.record.reserve_exact(left);
+        }
+        if self.record.capacity() != end {
+            // Exactly the missing bytes as spare capacity (`with_capacity`
+            // guarantees the exact size; `reserve_exact` need not).
+            let mut exact = Vec::with_capacity(end);
+            exact.extend_from_slice(&self.record);
+            self.record = exact;
+            if self.record.capacity() != end {
+                return None;
+            }
+        }
+        self.direct_end = Some(end);
+        Some(&mut self.record)
+    }
+
+    /// Accounts the bytes appended to [`direct_target`](Self::direct_target)'s
+    /// record (any beyond the fragment are dropped: a caller's bug).
+    pub fn direct_filled(&mut self) {
+        let Some(end) = self.direct_end.take() else {
+            return;
+        };
+        if let State::Body { last, .. } = self.state {
+            self.record.truncate(end);
+            self.state = State::Body {
+                left: end - self.record.len(),
+                last,
+            };
+        }
     }
 
     /// Frees the buffers if nothing is buffered and they grew past the
@@ -354,6 +427,45 @@ pub(crate) fn finish_record_with(out: &mut Vec<u8>, start: usize, max_fragment: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A large fragment read straight into its record: the spare capacity
+    /// offered is exactly what the fragment lacks, the next record's bytes
+    /// still go through the read buffer, and the records come out intact.
+    #[test]
+    fn large_fragments_are_read_straight_into_the_record() {
+        let big: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        let small = vec![7u8; 100];
+        let mut stream = Vec::new();
+        encode_record(&big, &mut stream);
+        encode_record(&small, &mut stream);
+        let mut dec = RecordDecoder::new(1 << 20);
+        // The mark and 1000 bytes of the body arrive through the read buffer.
+        dec.read_buf()[..1004].copy_from_slice(&stream[..1004]);
+        dec.advance(1004);
+        assert_eq!(dec.next_record(), Ok(None));
+        let mut fed = 1004;
+        let mut direct_reads = 0;
+        while let Some(rec) = dec.direct_target() {
+            let spare = rec.capacity() - rec.len();
+            assert_eq!(spare, 4 + big.len() - fed, "exactly the missing bytes");
+            let n = spare.min(7000);
+            rec.extend_from_slice(&stream[fed..fed + n]);
+            dec.direct_filled();
+            fed += n;
+            direct_reads += 1;
+        }
+        // The last 4000 bytes (under 4 KiB) come with the next record.
+        assert_eq!((fed, direct_reads), (4 + big.len() - 4000, 5));
+        assert_eq!(dec.next_record(), Ok(None));
+        let rest = &stream[fed..];
+        dec.read_buf()[..rest.len()].copy_from_slice(rest);
+        dec.advance(rest.len());
+        assert_eq!(dec.next_record(), Ok(Some(big)));
+        // Nothing is offered for a mark or a small body.
+        assert!(dec.direct_target().is_none());
+        assert_eq!(dec.next_record(), Ok(Some(small)));
+        assert_eq!(dec.buffered(), 0);
+    }
 
     /// Splitting a reply into fragments in place (the real threshold is 2^31 - 1).
     #[test]

@@ -538,20 +538,40 @@ impl Conn {
         let Some(s) = &st.stream else {
             return ReadOutcome::Failed;
         };
-        let buf = st.decoder.read_buf();
-        if buf.is_empty() {
-            let e = "read buffer full without a complete record".into();
-            st.fail(StreamEnd::Protocol(e));
-            return ReadOutcome::Failed;
-        }
-        let room = buf.len();
-        let got = if nonblocking {
-            rustix::net::recv(s, buf, rustix::net::RecvFlags::DONTWAIT)
-                .map(|(n, _)| n)
-                .map_err(io::Error::from)
+        let flags = if nonblocking {
+            rustix::net::RecvFlags::DONTWAIT
         } else {
-            let mut reader = s;
-            reader.read(buf)
+            rustix::net::RecvFlags::empty()
+        };
+        let (got, room) = if let Some(record) = st.decoder.direct_target() {
+            // A large reply's body, straight into its own buffer (no copy
+            // out of the read buffer).
+            let room = record.capacity() - record.len();
+            let got = rustix::net::recv(s, rustix::buffer::spare_capacity(record), flags)
+                .map(|(n, _)| n)
+                .map_err(io::Error::from);
+            st.decoder.direct_filled();
+            (got, room)
+        } else {
+            let buf = st.decoder.read_buf();
+            if buf.is_empty() {
+                let e = "read buffer full without a complete record".into();
+                st.fail(StreamEnd::Protocol(e));
+                return ReadOutcome::Failed;
+            }
+            let room = buf.len();
+            let got = if nonblocking {
+                rustix::net::recv(s, buf, flags)
+                    .map(|(n, _)| n)
+                    .map_err(io::Error::from)
+            } else {
+                let mut reader = s;
+                reader.read(buf)
+            };
+            if let Ok(n) = got {
+                st.decoder.advance(n);
+            }
+            (got, room)
         };
         match got {
             Ok(0) => {
@@ -560,7 +580,6 @@ impl Conn {
                 ReadOutcome::Failed
             }
             Ok(n) => {
-                st.decoder.advance(n);
                 loop {
                     match st.decoder.next_record() {
                         Ok(Some(record)) => st.delivered |= self.dispatch(record),
