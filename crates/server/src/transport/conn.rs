@@ -282,17 +282,36 @@ impl Connection {
                 Ok(None) => {}
                 Err(e) => return ReadOutcome::Bad(e),
             }
-            let space = rs.decoder.read_buf();
-            let offered = space.len();
-            if offered == 0 {
-                // The decoder should have reported an over-long record before its
-                // buffer filled; never spin on a zero-length read.
-                return ReadOutcome::Failed(io::Error::other("record decoder buffer is full"));
-            }
-            match (&self.stream).read(space) {
+            let (got, offered) = if let Some(record) = rs.decoder.direct_target() {
+                // A large call's body (WRITE data), straight into its own
+                // buffer rather than copied out of the read buffer.
+                let offered = record.capacity() - record.len();
+                let got = rustix::net::recv(
+                    &self.stream,
+                    rustix::buffer::spare_capacity(record),
+                    rustix::net::RecvFlags::empty(),
+                )
+                .map(|(n, _)| n)
+                .map_err(io::Error::from);
+                rs.decoder.direct_filled();
+                (got, offered)
+            } else {
+                let space = rs.decoder.read_buf();
+                let offered = space.len();
+                if offered == 0 {
+                    // The decoder should have reported an over-long record before
+                    // its buffer filled; never spin on a zero-length read.
+                    return ReadOutcome::Failed(io::Error::other("record decoder buffer is full"));
+                }
+                let got = (&self.stream).read(space);
+                if let Ok(n) = got {
+                    rs.decoder.advance(n);
+                }
+                (got, offered)
+            };
+            match got {
                 Ok(0) => return ReadOutcome::Eof,
                 Ok(n) => {
-                    rs.decoder.advance(n);
                     rs.maybe_more = n == offered;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
