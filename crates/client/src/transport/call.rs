@@ -127,7 +127,7 @@ impl CallState {
 
     /// One turn of the owner's loop (module docs). The caller registered its
     /// waker on the slot first.
-    fn poll_reply(&mut self, now: Instant) -> Poll<Result<Vec<u8>, ClientError>> {
+    fn poll_reply(&mut self) -> Poll<Result<Vec<u8>, ClientError>> {
         if self.finished {
             return Poll::Ready(Err(ClientError::Shutdown));
         }
@@ -144,6 +144,8 @@ impl CallState {
         if self.conn.epoch() != self.sent_epoch {
             self.resend();
         }
+        // Read the clock only now: most polls find the reply in.
+        let now = Instant::now();
         if now < self.deadline {
             return Poll::Pending;
         }
@@ -171,7 +173,7 @@ impl CallState {
             if let Some(slot) = self.slot() {
                 slot.waiter.register_thread();
             }
-            if let Poll::Ready(r) = self.poll_reply(Instant::now()) {
+            if let Poll::Ready(r) = self.poll_reply() {
                 return r;
             }
             // Led and the stream is fine: check again at once. Otherwise
@@ -306,7 +308,6 @@ mod future {
     use std::pin::Pin;
     use std::sync::Arc;
     use std::task::{Context, Poll};
-    use std::time::Instant;
 
     use rnfs_xdr::{DecodeError, Reader};
 
@@ -427,7 +428,7 @@ mod future {
                         if let Some(slot) = call.slot() {
                             slot.waiter.register(cx.waker());
                         }
-                        let record = match call.poll_reply(Instant::now()) {
+                        let record = match call.poll_reply() {
                             Poll::Pending => return Poll::Pending,
                             Poll::Ready(r) => r,
                         };
