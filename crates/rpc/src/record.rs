@@ -176,9 +176,10 @@ impl RecordDecoder {
     /// [`direct_filled`](Self::direct_filled).
     ///
     /// The trade: one copy saved, but the read stops at the record's end. It
-    /// pays for the server's 64 KiB WRITE calls (0.86x CPU per call), not for
-    /// the client's 32 KiB READ replies at 8-16 in flight, where a plain read
-    /// takes one and a half records at once (measured: 0.77-0.93x calls/s).
+    /// paid for the server's 64 KiB WRITE calls (0.86x CPU per call) and the
+    /// client's blocking reads of 32 KiB READ replies (0.84x), not for a
+    /// non-blocking reader draining a socket with many replies queued, which
+    /// then needs more reads (0.77-0.93x calls/s).
     pub fn direct_target(&mut self) -> Option<&mut Vec<u8>> {
         if self.failed.is_some() || self.start != self.end {
             return None;
