@@ -75,6 +75,58 @@ fn replies_are_read_on_a_multi_thread_runtime() {
 }
 
 #[test]
+fn each_connection_of_an_nconnect_client_reads_on_the_runtime() {
+    let opts = ClientOptions {
+        connections: 3,
+        ..options(10_000, 2, 16)
+    };
+    let rpc = RpcClient::connect(echo_server(), opts).unwrap();
+    // One call per connection first (round-robin), so that each has a task.
+    echo_load(&multi_thread(2), &rpc, 3, 1);
+    let reads = rpc.stats().runtime_reads;
+    assert!(
+        reads >= 3,
+        "each connection's reply read on the runtime: {reads}"
+    );
+    echo_load(&multi_thread(2), &rpc, 24, 30);
+    assert_eq!(rpc.stats().calls, 3 + 24 * 30);
+}
+
+#[test]
+fn dropping_the_client_fails_async_calls_waiting_on_the_reader_task() {
+    let (eof_tx, eof_rx) = mpsc::channel();
+    let addr = fake_server(move |_, mut peer| {
+        // Answers 1, never 2; reports when the client closes the connection.
+        while let Some(c) = peer.next_call() {
+            if c.arg == 1 {
+                peer.reply(c.xid, 1);
+            }
+        }
+        let _ = eof_tx.send(());
+    });
+    let rpc = RpcClient::connect(addr, options(30_000, 2, 8)).unwrap();
+    let rt = multi_thread(1);
+    echo_load_one(&rt, &rpc);
+    // The future owns what it needs; it does not borrow the client.
+    let call = rpc.call_async(&Credential::root(), PROG, 1, 1, &2u32, |r| r.read_u32());
+    let waiting = rt.spawn(call);
+    thread::sleep(Duration::from_millis(100));
+    let t0 = Instant::now();
+    drop(rpc);
+    let got = rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), waiting).await });
+    let err = got.expect("failed at once").unwrap().unwrap_err();
+    assert!(matches!(err, ClientError::Shutdown), "{err:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    eof_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+}
+
+/// One call answered 1 (starts the connection's reader task on `rt`).
+fn echo_load_one(rt: &Runtime, rpc: &RpcClient) {
+    rt.block_on(async { assert_eq!(call_async_u32(rpc, 1).await.unwrap(), 1) });
+    assert!(rpc.stats().runtime_reads > 0);
+}
+
+#[test]
 fn current_thread_runtimes_and_the_option_off_keep_the_reader_thread() {
     let rpc = RpcClient::connect(echo_server(), options(10_000, 2, 64)).unwrap();
     let current = Builder::new_current_thread().enable_all().build().unwrap();

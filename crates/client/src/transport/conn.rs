@@ -588,6 +588,12 @@ impl Conn {
                 ReadOutcome::Failed
             }
             Ok(n) => {
+                if nonblocking {
+                    // Only the reader task reads without blocking. Counted
+                    // before the delivery, so a caller that got its reply
+                    // sees the read counted.
+                    ConnStats::bump(&self.stats.runtime_reads);
+                }
                 loop {
                     match st.decoder.next_record() {
                         Ok(Some(record)) => st.delivered |= self.dispatch(record),
@@ -679,7 +685,6 @@ impl Conn {
                 ReadOutcome::Empty => {}
                 ReadOutcome::Failed => return Stint::Broken,
                 ReadOutcome::Data | ReadOutcome::Drained => {
-                    ConnStats::bump(&self.stats.runtime_reads);
                     if self.slots.has_want() {
                         return Stint::HandOff;
                     }
