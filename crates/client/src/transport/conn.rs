@@ -39,7 +39,7 @@
 //! [`Slot::deliver`]: super::slots::Slot::deliver
 
 use std::fmt;
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::thread::{self, Thread};
@@ -544,6 +544,12 @@ impl Conn {
         // 0.83-0.84x the CPU per call; the reader task's non-blocking reads
         // 0.77-0.93x (a read into a record stops at its end, so draining
         // the socket takes more `recv`s), so it reads into the buffer.
+        let flags = if nonblocking {
+            rustix::net::RecvFlags::DONTWAIT
+        } else {
+            // The socket's read timeout (the tick) bounds the wait.
+            rustix::net::RecvFlags::empty()
+        };
         let direct = if nonblocking {
             None
         } else {
@@ -551,13 +557,8 @@ impl Conn {
         };
         let (got, room) = if let Some(record) = direct {
             let room = record.capacity() - record.len();
-            let got = rustix::net::recv(
-                s,
-                rustix::buffer::spare_capacity(record),
-                rustix::net::RecvFlags::empty(),
-            )
-            .map(|(n, _)| n)
-            .map_err(io::Error::from);
+            let got =
+                rustix::net::recv(s, rustix::buffer::spare_capacity(record), flags).map(|(n, _)| n);
             st.decoder.direct_filled();
             (got, room)
         } else {
@@ -568,19 +569,13 @@ impl Conn {
                 return ReadOutcome::Failed;
             }
             let room = buf.len();
-            let got = if nonblocking {
-                rustix::net::recv(s, buf, rustix::net::RecvFlags::DONTWAIT)
-                    .map(|(n, _)| n)
-                    .map_err(io::Error::from)
-            } else {
-                let mut reader = s;
-                reader.read(buf)
-            };
+            let got = rustix::net::recv(s, buf, flags).map(|(n, _)| n);
             if let Ok(n) = got {
                 st.decoder.advance(n);
             }
             (got, room)
         };
+        let got = got.map_err(io::Error::from);
         match got {
             Ok(0) => {
                 let mid_record = st.decoder.buffered() > 0;

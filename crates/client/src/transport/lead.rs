@@ -145,10 +145,7 @@ impl<S: ReadSide> ReadRole<S> {
 
     /// Whether a reader task stands in for the reader thread.
     pub(crate) fn async_active(&self) -> bool {
-        #[cfg(all(feature = "tokio", not(loom)))]
-        return self.async_reader.is_active();
-        #[cfg(not(all(feature = "tokio", not(loom))))]
-        false
+        self.async_polls().is_some()
     }
 
     /// The reader task's heartbeat, if one runs (`Conn::reader_main`'s
