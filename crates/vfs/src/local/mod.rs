@@ -117,6 +117,7 @@
 
 mod cache;
 mod dirstreams;
+mod group_sync;
 mod handle;
 mod ops;
 mod readdir;
@@ -281,6 +282,8 @@ pub struct LocalFs {
 struct OpenFile {
     fd: OwnedFd,
     writable: bool,
+    /// COMMITs of this file share `fsync`s.
+    sync: group_sync::GroupSync,
 }
 
 /// A resolved handle: a descriptor (`O_PATH` or better) and its attributes.
@@ -753,6 +756,7 @@ impl LocalFs {
         let file = Arc::new(OpenFile {
             fd,
             writable: write,
+            sync: group_sync::GroupSync::default(),
         });
         // A read-only descriptor never displaces one that can also write (two
         // threads that missed at once).

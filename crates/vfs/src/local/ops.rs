@@ -206,7 +206,11 @@ impl LocalFs {
             let path_fd = self.reopen(fd.as_fd(), OFlags::PATH).map_err(errno)?;
             self.remember(fh, Arc::new(path_fd));
         }
-        let file = Arc::new(OpenFile { fd, writable: true });
+        let file = Arc::new(OpenFile {
+            fd,
+            writable: true,
+            sync: super::group_sync::GroupSync::default(),
+        });
         drop(self.open_files.insert(fh, file));
         Ok((fh, attr))
     }
@@ -867,8 +871,13 @@ impl Filesystem for LocalFs {
         self.check_writable().map_err(no_wcc)?;
         let (fd, stat) = self.sync_target(fh).map_err(no_wcc)?;
         let before = Some(WccAttr::from(&self.attr(&stat)));
-        // The whole file: COMMIT may always do more than asked.
-        let result = rfs::fsync(&fd).map_err(|e| {
+        // The whole file: COMMIT may always do more than asked. A cached
+        // file's concurrent COMMITs share fsyncs (group commit).
+        let synced = match &fd {
+            SyncFd::Cached(file) => file.sync.sync(|| rfs::fsync(&file.fd)),
+            SyncFd::Owned(fd) => rfs::fsync(fd),
+        };
+        let result = synced.map_err(|e| {
             self.write_failed(e);
             errno(e)
         });
