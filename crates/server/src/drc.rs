@@ -12,8 +12,9 @@
 //!
 //! [`DrcKey`]: the client's address (IP *and* port, as knfsd: the Linux client
 //! keeps its source port across reconnects), xid, program, version, procedure and a
-//! checksum of the arguments (their length and first [`CHECKSUM_BYTES`] bytes,
-//! SipHash via std's `DefaultHasher`). Everything in the key is what makes a call a
+//! checksum of the arguments (their length and the CRC-32 of their first
+//! [`CHECKSUM_BYTES`] bytes; knfsd also uses a plain checksum here: it guards
+//! against accidents, and only the client itself can aim at its own entries). Everything in the key is what makes a call a
 //! retransmission of the same request; the peer address keeps one client from ever
 //! being answered with another's reply, and the checksum catches an xid reused for
 //! a different request (client reboot, xid wrap).
@@ -51,10 +52,12 @@
 //! each entry adds under 200 bytes of bookkeeping (slab node, map slot), so the
 //! defaults hold at most 16 MiB plus about 1.6 MiB.
 //!
-//! The key's hash picks one of [`DrcLimits::shards`] shards, each a mutex over a
-//! hash map, a slab of entries and an intrusive FIFO list of the completed ones:
-//! every operation is O(1) under one shard's lock, and counters live in the shard,
-//! so no cache line is shared by all calls.
+//! The key's hash (SipHash with a per-cache random key, computed once per call)
+//! picks one of [`DrcLimits::shards`] shards, each a mutex over a hash table of
+//! slots, a slab of entries (each keeping its hash, so eviction never hashes
+//! again) and an intrusive FIFO list of the completed ones: every operation is
+//! O(1) under one shard's lock, and counters live in the shard, so no cache
+//! line is shared by all calls.
 //!
 //! # Wiring
 //!
@@ -88,14 +91,14 @@
 //! }
 //! ```
 
-use std::collections::hash_map::{DefaultHasher, RandomState};
-use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use hashbrown::HashTable;
 use rnfs_xdr::Reader;
 
 /// How many leading argument bytes the checksum covers (knfsd's `RC_CSUMLEN`).
@@ -213,12 +216,12 @@ impl DrcKey {
     }
 }
 
-/// Checksum of call arguments: their length and first [`CHECKSUM_BYTES`] bytes.
+/// Checksum of call arguments: their length (high 32 bits, saturated) and the
+/// CRC-32 of their first [`CHECKSUM_BYTES`] bytes (low 32 bits).
 pub fn args_checksum(args: &[u8]) -> u64 {
-    let mut h = DefaultHasher::new();
-    h.write_usize(args.len());
-    h.write(&args[..args.len().min(CHECKSUM_BYTES)]);
-    h.finish()
+    let len = u32::try_from(args.len()).unwrap_or(u32::MAX);
+    let crc = crc32fast::hash(&args[..args.len().min(CHECKSUM_BYTES)]);
+    u64::from(len) << 32 | u64::from(crc)
 }
 
 /// What to do with a call; see the module docs.
@@ -277,8 +280,9 @@ const NIL: u32 = u32::MAX;
 
 /// One shard's state, all under its mutex.
 struct Synced {
-    /// Key → slot in `nodes`.
-    map: HashMap<DrcKey, u32>,
+    /// Slots in `nodes` of the live entries, by their key's hash
+    /// ([`Node::hash`]).
+    map: HashTable<u32>,
     /// Slab of entries; grows up to `entries_per_shard`, never shrinks.
     nodes: Vec<Node>,
     /// Vacant slots of `nodes`.
@@ -296,6 +300,8 @@ struct Synced {
 
 struct Node {
     key: DrcKey,
+    /// `key`'s hash with the cache's hasher.
+    hash: u64,
     ticket: u64,
     state: State,
     /// Links of the completed list; NIL while running or vacant.
@@ -344,7 +350,7 @@ impl DuplicateRequestCache {
             shards: (0..shards)
                 .map(|_| Shard {
                     synced: Mutex::new(Synced {
-                        map: HashMap::new(),
+                        map: HashTable::new(),
                         nodes: Vec::new(),
                         free: Vec::new(),
                         head: NIL,
@@ -381,15 +387,19 @@ impl DuplicateRequestCache {
     /// Looks a call up; may block up to [`DrcLimits::in_progress_wait`] if its
     /// original is running. See the module docs.
     pub fn begin(&self, key: DrcKey) -> DrcBegin<'_> {
-        let shard_index = self.hasher.hash_one(key) as usize & (self.shards.len() - 1);
+        let hash = self.hasher.hash_one(key);
+        // Bits 32 and up: the table inside the shard indexes by the low bits
+        // and tags by the top seven, so the shard's choice stays independent
+        // of both.
+        let shard_index = (hash >> 32) as usize & (self.shards.len() - 1);
         let shard = &self.shards[shard_index];
         let mut synced = lock(&shard.synced);
         // Set once this call has waited for a running original.
         let mut deadline: Option<Instant> = None;
         loop {
-            let Some(&slot) = synced.map.get(&key) else {
+            let Some(slot) = synced.find(hash, &key) else {
                 // A new call, or its original was forgotten while we waited.
-                return self.run(&mut synced, shard_index, key);
+                return self.run(&mut synced, shard_index, key, hash);
             };
             let node = &synced.nodes[slot as usize];
             let ticket = node.ticket;
@@ -466,7 +476,7 @@ impl DuplicateRequestCache {
 
     /// Adds a running entry for `key`, evicting the oldest completed one if the
     /// shard is full; runs without an entry if every entry is running.
-    fn run(&self, synced: &mut Synced, shard: usize, key: DrcKey) -> DrcBegin<'_> {
+    fn run(&self, synced: &mut Synced, shard: usize, key: DrcKey, hash: u64) -> DrcBegin<'_> {
         if synced.map.len() >= self.entries_per_shard && !synced.evict_oldest() {
             synced.stats.overflows += 1;
             return DrcBegin::Run(DrcGuard {
@@ -477,6 +487,7 @@ impl DuplicateRequestCache {
         let ticket = synced.new_ticket();
         let node = Node {
             key,
+            hash,
             ticket,
             state: State::Running { waiters: 0 },
             prev: NIL,
@@ -495,7 +506,8 @@ impl DuplicateRequestCache {
                 slot
             }
         };
-        synced.map.insert(key, slot);
+        let Synced { map, nodes, .. } = synced;
+        map.insert_unique(hash, slot, |&s| nodes[s as usize].hash);
         synced.stats.misses += 1;
         DrcBegin::Run(self.guard(shard, slot, ticket))
     }
@@ -513,6 +525,13 @@ impl DuplicateRequestCache {
 }
 
 impl Synced {
+    /// The slot of the live entry for `key`, whose hash is `hash`.
+    fn find(&self, hash: u64, key: &DrcKey) -> Option<u32> {
+        self.map
+            .find(hash, |&slot| self.nodes[slot as usize].key == *key)
+            .copied()
+    }
+
     fn new_ticket(&mut self) -> u64 {
         self.next_ticket += 1;
         self.next_ticket
@@ -536,8 +555,10 @@ impl Synced {
         if let State::Done(Some(reply)) = std::mem::replace(&mut node.state, State::Vacant) {
             self.bytes -= reply.len();
         }
-        let key = node.key;
-        self.map.remove(&key);
+        let hash = node.hash;
+        if let Ok(entry) = self.map.find_entry(hash, |&s| s == slot) {
+            entry.remove();
+        }
         self.free.push(slot);
     }
 
@@ -692,8 +713,10 @@ mod tests {
                 .filter(|n| !matches!(n.state, State::Vacant));
             assert_eq!(live.count(), self.map.len());
             assert_eq!(self.map.len() + self.free.len(), self.nodes.len());
-            for (key, &slot) in &self.map {
-                assert_eq!(self.nodes[slot as usize].key, *key);
+            for &slot in &self.map {
+                let node = &self.nodes[slot as usize];
+                assert!(!matches!(node.state, State::Vacant));
+                assert_eq!(self.find(node.hash, &node.key), Some(slot));
             }
             // The completed list, both ways, holds exactly the Done nodes.
             let (mut forward, mut bytes, mut prev, mut at) = (0, 0, NIL, self.head);
@@ -719,8 +742,8 @@ mod tests {
 
     #[test]
     fn bookkeeping_per_entry_is_as_documented() {
-        // Slab node + map slot (key, u32, control byte) at the map's 7/8 load.
-        let map_slot = (size_of::<DrcKey>() + size_of::<u32>() + 1) * 8 / 7;
+        // Slab node + table slot (u32, control byte) at the table's 7/8 load.
+        let map_slot = (size_of::<u32>() + 1) * 8 / 7;
         let per_entry = size_of::<Node>() + map_slot + size_of::<u32>();
         assert!(per_entry < 200, "{per_entry} bytes");
     }
