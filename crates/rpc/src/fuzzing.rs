@@ -51,7 +51,9 @@ fn deframe(
 ) -> (Vec<Vec<u8>>, Option<RecordError>) {
     // Direct reads from one byte on: the chunked pass takes them whenever
     // offered, the whole pass never; both must agree.
-    let mut dec = RecordDecoder::new(FUZZ_MAX_RECORD).direct_reads_from(1);
+    let mut dec = RecordDecoder::new(FUZZ_MAX_RECORD)
+        .direct_reads_from(1)
+        .grow_on_full_reads();
     let mut records = Vec::new();
     let mut input = stream;
     let mut i = 0;

@@ -27,5 +27,5 @@ pub use message::{peek_call_ids, CallHeader, ReplyHeader, ReplyStatus, RPC_VERSI
 pub use record::{begin_record, encode_record, finish_record, RecordDecoder, RecordError};
 pub use service::{
     decode_call, decode_reply, encode_call, encode_call_header, CallContext, DispatchOutcome,
-    Dispatcher, DropReason, RegisterError, Reply, Service, ServiceError,
+    Dispatcher, DropReason, Pace, RegisterError, Reply, Service, ServiceError,
 };

@@ -61,6 +61,34 @@ pub trait Service: Send + Sync {
         let _ = (vers, proc_);
         false
     }
+
+    /// Whether procedure `proc_` of version `vers` is *quick among its peers*:
+    /// usually quick, but it may wait now and then (a buffered write the kernel
+    /// throttles), and clients send it in long pipelined runs (write-behind). A
+    /// transport may hold the reply of one such call back for the next such
+    /// call already received, and never any other reply: a run of them is
+    /// answered in batches while nothing else waits behind one. Consulted only
+    /// when [`is_quick`](Self::is_quick) says no. The default, `false`, never
+    /// delays a reply behind this service's calls.
+    fn is_quick_among_peers(&self, vers: u32, proc_: u32) -> bool {
+        let _ = (vers, proc_);
+        false
+    }
+}
+
+/// How long a call is expected to take, for reply coalescing: whether earlier
+/// replies of its connection may be held back for it (see
+/// [`Dispatcher::call_pace`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// May take long (or is not a call of a registered service): no reply is
+    /// held back for it.
+    Slow,
+    /// Quick ([`Service::is_quick`]): any earlier reply may wait for it.
+    Quick,
+    /// Quick among its peers ([`Service::is_quick_among_peers`]): only the
+    /// reply of an earlier call of this pace may wait for it.
+    QuickAmongPeers,
 }
 
 /// What a service knows about the call it is handling.
@@ -347,10 +375,25 @@ impl Dispatcher {
     /// including a head too short or not a CALL, is not quick. Reads six words
     /// and scans the few registered programs: cheap enough for every record.
     pub fn is_quick_call(&self, head: &[u8]) -> bool {
-        peek_call_ids(head).is_some_and(|(prog, vers, proc_)| {
-            self.lookup(prog, vers)
-                .is_ok_and(|service| service.is_quick(vers, proc_))
+        self.call_pace(head) == Pace::Quick
+    }
+
+    /// The [`Pace`] of the call whose record starts with `head` (at least the
+    /// first 24 bytes, as for [`is_quick_call`](Self::is_quick_call)); anything
+    /// that is not a call of a registered service is [`Pace::Slow`].
+    pub fn call_pace(&self, head: &[u8]) -> Pace {
+        peek_call_ids(head).map_or(Pace::Slow, |(prog, vers, proc_)| {
+            self.pace(prog, vers, proc_)
         })
+    }
+
+    /// The [`Pace`] of procedure `proc_` of program `prog`, version `vers`.
+    pub fn pace(&self, prog: u32, vers: u32, proc_: u32) -> Pace {
+        match self.lookup(prog, vers) {
+            Ok(service) if service.is_quick(vers, proc_) => Pace::Quick,
+            Ok(service) if service.is_quick_among_peers(vers, proc_) => Pace::QuickAmongPeers,
+            _ => Pace::Slow,
+        }
     }
 
     fn lookup(&self, prog: u32, vers: u32) -> Result<&dyn Service, RpcError> {

@@ -12,7 +12,7 @@ use hex_literal::hex;
 use rnfs_rpc::fuzzing::{fuzz_dispatcher, NullService};
 use rnfs_rpc::{
     decode_reply, encode_call, Auth, AuthStat, AuthSys, CallContext, DispatchOutcome, Dispatcher,
-    DropReason, Gids, RegisterError, ReplyStatus, Service, ServiceError,
+    DropReason, Gids, Pace, RegisterError, ReplyStatus, Service, ServiceError,
 };
 use rnfs_xdr::{Reader, Writer};
 
@@ -446,6 +446,9 @@ fn quick_calls_are_those_their_service_names() {
         fn is_quick(&self, vers: u32, proc_: u32) -> bool {
             vers == 3 && proc_ % 2 == 1
         }
+        fn is_quick_among_peers(&self, vers: u32, proc_: u32) -> bool {
+            vers == 3 && (proc_ == 4 || proc_ == 5)
+        }
     }
     let mut d = Dispatcher::new();
     d.register(Arc::new(QuickOddProcs)).unwrap();
@@ -477,10 +480,21 @@ fn quick_calls_are_those_their_service_names() {
     let mut rpc_v3 = null_call(1, NFS, 3, 1);
     rpc_v3[8..12].copy_from_slice(&3u32.to_be_bytes());
     assert!(!d.is_quick_call(&rpc_v3), "not RPC version 2");
+    // Paces: quick wins over quick among peers; anything unknown is slow.
+    assert_eq!(d.call_pace(&null_call(1, NFS, 3, 1)), Pace::Quick);
+    assert_eq!(d.call_pace(&null_call(1, NFS, 3, 4)), Pace::QuickAmongPeers);
+    assert!(!d.is_quick_call(&null_call(1, NFS, 3, 4)), "peers only");
+    assert_eq!(d.call_pace(&null_call(1, NFS, 3, 5)), Pace::Quick);
+    assert_eq!(d.call_pace(&null_call(1, NFS, 3, 2)), Pace::Slow);
+    assert_eq!(d.call_pace(&null_call(1, NFS, 3, 4)[..23]), Pace::Slow);
+    assert_eq!(d.call_pace(&null_call(1, 100_005, 3, 4)), Pace::Slow);
+    assert_eq!(d.pace(NFS, 3, 4), Pace::QuickAmongPeers);
+    assert_eq!(d.pace(NFS, 2, 4), Pace::Slow);
     // A service that says nothing is never quick.
     let mut plain = Dispatcher::new();
     plain.register(Arc::new(NullService)).unwrap();
     assert!(!plain.is_quick_call(&null_call(1, NFS, 3, 0)));
+    assert_eq!(plain.call_pace(&null_call(1, NFS, 3, 0)), Pace::Slow);
 }
 
 #[test]

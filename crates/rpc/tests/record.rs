@@ -379,3 +379,59 @@ fn peek_shows_the_head_of_the_next_complete_record_only() {
     assert!(dec.next_record().is_err());
     assert_eq!(dec.peek_complete_record(0), None);
 }
+
+/// With `grow_on_full_reads`, reads that fill the read buffer (a socket with
+/// a backlog of pipelined calls) double it up to 64 KiB, and it is kept
+/// through pauses; reads that do not fill it never grow it, nor do any
+/// without the option.
+#[test]
+fn full_reads_grow_the_buffer_up_to_64_kib() {
+    let mut stream = Vec::new();
+    while stream.len() < 1 << 20 {
+        encode_record(&[7; 4092], &mut stream);
+    }
+    let mut dec = RecordDecoder::new(1 << 20).grow_on_full_reads();
+    let initial = dec.read_buf().len();
+    let mut input = &stream[..];
+    let mut read = |dec: &mut RecordDecoder, most: usize| {
+        let buf = dec.read_buf();
+        let offered = buf.len();
+        let n = offered.min(most).min(input.len());
+        buf[..n].copy_from_slice(&input[..n]);
+        dec.advance(n);
+        input = &input[n..];
+        while let Some(rec) = dec.next_record().unwrap() {
+            assert_eq!(rec.len(), 4092);
+        }
+        offered
+    };
+    // Reads that do not fill the buffer never grow it.
+    for _ in 0..4 {
+        assert_eq!(read(&mut dec, 4096), initial);
+    }
+    let offered: Vec<usize> = (0..6).map(|_| read(&mut dec, usize::MAX)).collect();
+    assert_eq!(
+        offered,
+        [
+            initial,
+            2 * initial,
+            4 * initial,
+            8 * initial,
+            64 << 10,
+            64 << 10
+        ]
+    );
+    // The socket runs dry: the buffer stays for the next burst.
+    dec.shrink_if_idle();
+    assert_eq!(read(&mut dec, 4096), 64 << 10);
+    // Without the option, full reads leave the buffer as it is.
+    let mut plain = RecordDecoder::new(1 << 20);
+    for _ in 0..4 {
+        let buf = plain.read_buf();
+        assert_eq!(buf.len(), initial);
+        let n = buf.len();
+        buf.copy_from_slice(&stream[..n]);
+        plain.advance(n);
+        while plain.next_record().unwrap().is_some() {}
+    }
+}

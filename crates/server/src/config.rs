@@ -30,11 +30,14 @@ pub struct Limits {
     /// Reply coalescing: how long replies may keep gathering on a connection to
     /// leave in one write. A finished reply is held only while the connection's
     /// next call is already received and quick
-    /// ([`Service::is_quick`](rnfs_rpc::Service::is_quick)); the thread that
-    /// answers that call writes it along, unless it may hold in turn. Holding
-    /// stops once the oldest held reply is this old, so a reply waits at most this
-    /// long plus one quick call's turn in the queue, and never behind data I/O.
-    /// Zero sends every reply at once. Default: 1 ms.
+    /// ([`Service::is_quick`](rnfs_rpc::Service::is_quick)), or, for a WRITE
+    /// reply, while the next call is a WRITE
+    /// ([`Service::is_quick_among_peers`](rnfs_rpc::Service::is_quick_among_peers));
+    /// the thread that answers that call writes it along, unless it may hold in
+    /// turn. Holding stops once the oldest held reply is this old, so a reply
+    /// waits at most this long plus one quick call's turn in the queue; only a
+    /// WRITE reply ever waits for another WRITE's buffered write, and none
+    /// waits for storage. Zero sends every reply at once. Default: 1 ms.
     pub max_reply_hold: Duration,
 }
 

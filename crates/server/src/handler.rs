@@ -5,13 +5,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rnfs_rpc::{DispatchOutcome, Dispatcher};
+use rnfs_rpc::{DispatchOutcome, Dispatcher, Pace};
 use rnfs_sched::{Claim, Enqueuer, Handler, Task};
 
 use crate::config::DrcConfig;
 use crate::drc::{DrcBegin, DrcKey, DrcStats, DuplicateRequestCache};
 use crate::metrics::{note, CallIds, Metrics, ShardHandle};
-use crate::transport::{Connection, QuickCall, ReadOutcome};
+use crate::transport::{CallPace, Connection, ReadOutcome};
 
 /// Initial capacity of each thread's reply buffer.
 const REPLY_BUFFER: usize = 4096;
@@ -156,7 +156,7 @@ impl ServerHandler {
             }
             // `Replied`, and any future outcome: send whatever reply was written.
             _ if state.reply.is_empty() => self.finish_unanswered(enq, task),
-            _ => match task.send_reply(&state.reply, self.max_reply_hold) {
+            _ => match task.send_reply(&state.reply, self.pace(ids), self.max_reply_hold) {
                 Ok(sent) => {
                     if let (Some(metrics), Some(shard), Some(ids), Some(read_at), Some(mut note)) =
                         (&self.metrics, &state.shard, ids, read_at, note)
@@ -220,10 +220,21 @@ impl ServerHandler {
         })
     }
 
+    /// The pace of the call a reply answers, for reply coalescing (`Slow` when
+    /// the call's procedure is unknown).
+    fn pace(&self, ids: Option<CallIds>) -> Pace {
+        if self.max_reply_hold.is_zero() {
+            return Pace::Slow;
+        }
+        ids.map_or(Pace::Slow, |ids| {
+            self.dispatcher.pace(ids.prog, ids.vers, ids.proc_)
+        })
+    }
+
     /// Ends a call that gets no reply. Replies held for it go out unless the
     /// next record lets them wait longer.
     fn finish_unanswered(&self, enq: &Enqueuer<Connection>, task: &Arc<Task<Connection>>) {
-        match task.send_reply(&[], self.max_reply_hold) {
+        match task.send_reply(&[], Pace::Slow, self.max_reply_hold) {
             Ok(sent) => complete(enq, task, sent.done + 1),
             Err(e) => {
                 tracing::debug!(peer = %task.peer(), "cannot send reply, closing: {e}");
@@ -268,9 +279,9 @@ impl Handler for ServerHandler {
             }
             return;
         }
-        let quick = |head: &[u8]| self.dispatcher.is_quick_call(head);
+        let pace = |head: &[u8]| self.dispatcher.call_pace(head);
         let hold = !self.max_reply_hold.is_zero();
-        match task.read_record(hold.then_some(&quick as QuickCall<'_>)) {
+        match task.read_record(hold.then_some(&pace as CallPace<'_>)) {
             ReadOutcome::Record { record, more } => {
                 let read_at = self.metrics.as_ref().map(|_| Instant::now());
                 // `read_record` counted the call in flight. Hand the connection back

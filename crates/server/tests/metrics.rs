@@ -366,6 +366,90 @@ fn replies_held_for_coalescing_are_counted() {
     );
 }
 
+/// UNSTABLE WRITEs pipelined on one connection: each reply may wait for the
+/// next WRITE (quick among its peers), so some leave together, and every one
+/// arrives, with the data written.
+#[test]
+fn pipelined_unstable_writes_are_answered_in_batches() {
+    use std::io::Write;
+    const CALLS: u32 = 64;
+    const SIZE: usize = 4096;
+    let f = Fixture::start(MetricsConfig::default());
+    std::fs::write(f.dir.path().join("w"), b"").unwrap();
+    // The calls are AUTH_NONE (anonymous): let anyone write.
+    std::fs::set_permissions(
+        f.dir.path().join("w"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
+    let mut c = SyncConnection::connect(f.addr()).unwrap();
+    let root = c.mount("/export").unwrap();
+    let LookupRes::Ok(found) = lookup(&mut c, &root, b"w") else {
+        panic!("no file")
+    };
+    let batch = |stable: StableHow| -> Vec<u8> {
+        let mut batch = Vec::new();
+        for i in 0..CALLS {
+            let data = vec![i as u8; SIZE];
+            let mut args = Vec::new();
+            rnfs_xdr::Encode::encode(
+                &WriteArgs {
+                    file: found.object.as_fh3(),
+                    offset: u64::from(i) * SIZE as u64,
+                    count: SIZE as u32,
+                    stable,
+                    data: &data,
+                },
+                &mut rnfs_xdr::Writer::new(&mut args),
+            );
+            rnfs_rpc::encode_call(
+                i,
+                NFS_PROGRAM,
+                3,
+                NfsProc3::Write as u32,
+                &rnfs_rpc::Auth::None,
+                &args,
+                &mut batch,
+            );
+        }
+        batch
+    };
+    let mut s = common::connect(f.addr());
+    let mut replies = |batch: &[u8]| {
+        s.write_all(batch).unwrap();
+        let mut xids = std::collections::BTreeSet::new();
+        for _ in 0..CALLS {
+            let record = common::read_record(&mut s).unwrap();
+            let reply = rnfs_rpc::decode_reply(&record).unwrap();
+            assert!(xids.insert(reply.header.xid), "one reply per call");
+            let res = WriteRes::decode(&mut Reader::new(reply.results)).unwrap();
+            assert!(
+                matches!(res, WriteRes::Ok(ref ok) if ok.count == SIZE as u32),
+                "{res:?}"
+            );
+        }
+        assert_eq!(xids, (0..CALLS).collect());
+    };
+    // Earlier calls: the mount, the lookup.
+    let before = 2;
+    replies(&batch(StableHow::Unstable));
+    let held = f.snapshot_after(before + u64::from(CALLS)).replies_held;
+    assert!(
+        (1..u64::from(CALLS)).contains(&held),
+        "some held, never the last: {held}"
+    );
+    let file = std::fs::read(f.dir.path().join("w")).unwrap();
+    assert_eq!(file.len(), CALLS as usize * SIZE);
+    assert!(file
+        .chunks(SIZE)
+        .enumerate()
+        .all(|(i, chunk)| chunk.iter().all(|&b| b == i as u8)));
+    // FILE_SYNC: each WRITE lets the replies held for it go before it waits
+    // for storage (`before_blocking`); every one is answered.
+    replies(&batch(StableHow::FileSync));
+    f.snapshot_after(before + 2 * u64::from(CALLS));
+}
+
 #[test]
 fn without_metrics_the_snapshot_has_server_figures() {
     let server = common::start();

@@ -2,6 +2,7 @@
 //! when that call is already received and quick, leaves with that call's reply,
 //! and is released wherever that next call will not be taken (back-pressure,
 //! draining). Never behind a call that is not quick, never with a zero hold.
+//! A call quick only among its peers (NFS WRITE) holds only its peers' replies.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod common;
@@ -27,6 +28,10 @@ const FAST: u32 = 0;
 const GATED_QUICK: u32 = 1;
 const GATED_SLOW: u32 = 2;
 const GATED_BLOCKING: u32 = 3;
+/// Quick only among their peers (as NFS WRITE): FAST_PEER returns at once,
+/// GATED_PEER waits for the gate.
+const FAST_PEER: u32 = 4;
+const GATED_PEER: u32 = 5;
 /// Longer than any test: a held reply never leaves because of its age.
 const LONG_HOLD: Duration = Duration::from_secs(30);
 /// How long "no reply yet" is watched for.
@@ -80,8 +85,8 @@ impl Service for GateService {
         _reply: &mut Writer<'_>,
     ) -> Result<(), ServiceError> {
         match ctx.proc_ {
-            FAST => {}
-            GATED_QUICK | GATED_SLOW => self.0.pass(),
+            FAST | FAST_PEER => {}
+            GATED_QUICK | GATED_SLOW | GATED_PEER => self.0.pass(),
             GATED_BLOCKING => {
                 rnfs_server::before_blocking();
                 self.0.pass();
@@ -91,7 +96,10 @@ impl Service for GateService {
         Ok(())
     }
     fn is_quick(&self, _vers: u32, proc_: u32) -> bool {
-        proc_ != GATED_SLOW
+        matches!(proc_, FAST | GATED_QUICK | GATED_BLOCKING)
+    }
+    fn is_quick_among_peers(&self, _vers: u32, proc_: u32) -> bool {
+        matches!(proc_, FAST_PEER | GATED_PEER)
     }
 }
 
@@ -151,9 +159,15 @@ fn wait_for_gate(gate: &Gate, n: usize) {
 /// server holding replies up to `hold`, and returns whether call 1's reply
 /// left while call 2 waited at the gate. Both replies must arrive, in order.
 fn first_reply_leaves_while_the_second_waits(hold: Duration, second: u32) -> bool {
+    reply_to_leaves_while_the_second_waits(hold, FAST, second)
+}
+
+/// As [`first_reply_leaves_while_the_second_waits`], with call 1 to `first`
+/// (a procedure that returns at once).
+fn reply_to_leaves_while_the_second_waits(hold: Duration, first: u32, second: u32) -> bool {
     let (server, gate) = start_gated(2, hold, 64);
     let mut s = connect(addr(&server));
-    send_together(&mut s, &[(1, FAST), (2, second)]);
+    send_together(&mut s, &[(1, first), (2, second)]);
     wait_for_gate(&gate, 1);
     let left = !quiet(&mut s);
     let first = left.then(|| reply_xid(&mut s));
@@ -187,6 +201,29 @@ fn a_quick_call_that_blocks_lets_the_replies_held_for_it_go_first() {
     ));
     // Outside a dispatch it does nothing.
     rnfs_server::before_blocking();
+}
+
+#[test]
+fn a_reply_waits_for_the_next_call_of_its_peers_and_leaves_with_its_reply() {
+    assert!(!reply_to_leaves_while_the_second_waits(
+        LONG_HOLD, FAST_PEER, GATED_PEER
+    ));
+}
+
+#[test]
+fn no_other_reply_waits_behind_a_call_quick_only_among_its_peers() {
+    assert!(first_reply_leaves_while_the_second_waits(
+        LONG_HOLD, GATED_PEER
+    ));
+}
+
+#[test]
+fn a_peer_reply_waits_for_a_quick_call_too() {
+    assert!(!reply_to_leaves_while_the_second_waits(
+        LONG_HOLD,
+        FAST_PEER,
+        GATED_QUICK
+    ));
 }
 
 #[test]

@@ -18,7 +18,9 @@
 #![allow(clippy::result_large_err, reason = "errors carry wcc data by design")]
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rnfs_nfs3::*;
 use rnfs_rpc::{Auth, CallContext, Service, ServiceError};
@@ -58,6 +60,69 @@ pub struct NfsService {
     /// Note each call's export and READ/WRITE bytes for the metrics
     /// (see [`crate::metrics`]'s side channel).
     notes: bool,
+    /// Whether buffered writes have been waiting lately (see [`WriteStalls`]).
+    write_stalls: WriteStalls,
+}
+
+/// Notes buffered writes that waited: the kernel throttling a writer of too
+/// many dirty pages (`balance_dirty_pages` sleeps up to 200 ms), a journal
+/// commit, a contended inode lock. WRITE is quick among its peers (a reply of
+/// one may be held for the next one, see [`Service::is_quick_among_peers`])
+/// only while none did for [`WriteStalls::BACKOFF`], so a run of WRITEs is
+/// answered in batches while writes take microseconds and one at a time while
+/// they stall. The worst a stall costs is one batch of WRITE replies held for
+/// one slow write, once per `BACKOFF`.
+#[derive(Debug)]
+struct WriteStalls {
+    origin: Instant,
+    /// Nanoseconds after `origin` until which writes count as stalling; 0 when
+    /// none was ever noted. Relaxed: a hint that publishes nothing else, and a
+    /// stale read costs one more reply held or sent at once.
+    until: AtomicU64,
+}
+
+impl WriteStalls {
+    /// A write that took longer than this waited for something: a 1 MiB
+    /// buffered write copies in a few hundred microseconds, and the kernel's
+    /// dirty throttling sleeps for 10 ms or more at a time. Lower, it would
+    /// see ordinary scheduling: with 16 writers on 2 CPUs, a writer preempted
+    /// while holding the file's lock makes the others' writes take 2-10 ms.
+    const THRESHOLD: Duration = Duration::from_millis(20);
+    /// How long after a stall WRITE replies are sent at once.
+    const BACKOFF: Duration = Duration::from_secs(1);
+
+    fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+            until: AtomicU64::new(0),
+        }
+    }
+
+    fn nanos_since_origin(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether a write stalled within the last `BACKOFF`. Reads the clock only
+    /// if one ever did.
+    fn recent(&self) -> bool {
+        let until = self.until.load(Ordering::Relaxed);
+        until != 0 && self.nanos_since_origin(Instant::now()) < until
+    }
+
+    /// Notes a write that ran from `started` to `ended`.
+    fn note(&self, started: Instant, ended: Instant) {
+        if ended.saturating_duration_since(started) <= Self::THRESHOLD {
+            return;
+        }
+        let until = self.nanos_since_origin(ended + Self::BACKOFF);
+        if self.until.swap(until, Ordering::Relaxed) < self.nanos_since_origin(ended) {
+            tracing::debug!(
+                took_us = ended.saturating_duration_since(started).as_micros(),
+                "a buffered write waited: WRITE replies are sent one by one for {:?}",
+                Self::BACKOFF
+            );
+        }
+    }
 }
 
 /// A checked handle: its export, the backend's handle and the caller's identity.
@@ -76,6 +141,7 @@ impl NfsService {
             key,
             switch_identity: identity::can_switch(),
             notes: false,
+            write_stalls: WriteStalls::new(),
         }
     }
 
@@ -280,9 +346,9 @@ impl Service for NfsService {
     /// Metadata reads, answered from the inode and dentry caches in
     /// microseconds, and READ, whose data comes from the page cache when it is
     /// there; a READ that must wait for storage first writes the replies held
-    /// for it (`handler::before_blocking`). WRITE and COMMIT, the directory
-    /// listings (sized by the client's count) and every change are not quick, so
-    /// no reply ever waits behind them.
+    /// for it (`handler::before_blocking`). WRITE (quick only among its peers),
+    /// COMMIT, the directory listings (sized by the client's count) and every
+    /// change are not quick, so no other reply ever waits behind them.
     fn is_quick(&self, _vers: u32, proc_: u32) -> bool {
         matches!(
             NfsProc3::try_from(proc_),
@@ -296,6 +362,14 @@ impl Service for NfsService {
                 | NfsProc3::Fsinfo
                 | NfsProc3::Pathconf)
         )
+    }
+
+    /// WRITE, unless buffered writes stalled lately ([`WriteStalls`]): its
+    /// UNSTABLE writes land in the page cache in microseconds, and clients
+    /// send them in pipelined runs; a WRITE that must reach storage first
+    /// writes the replies held for it.
+    fn is_quick_among_peers(&self, _vers: u32, proc_: u32) -> bool {
+        proc_ == NfsProc3::Write as u32 && !self.write_stalls.recent()
     }
 }
 
@@ -524,15 +598,21 @@ impl NfsService {
             // `count` and the data's length are equal from every client we know;
             // if they differ, write no more than both.
             let n = (a.count as usize).min(a.data.len());
-            o.export
+            // Replies may be held for this WRITE (quick among its peers); a
+            // write that waits for storage, or while writes stall, lets them go.
+            let stable = convert::stability(a.stable);
+            if stable != rnfs_vfs::Stability::Unstable || self.write_stalls.recent() {
+                crate::handler::before_blocking();
+            }
+            let started = Instant::now();
+            let written = o
+                .export
                 .fs
-                .write(
-                    &o.cred,
-                    &o.fh,
-                    a.offset,
-                    &a.data[..n],
-                    convert::stability(a.stable),
-                )
+                .write(&o.cred, &o.fh, a.offset, &a.data[..n], stable);
+            if stable == rnfs_vfs::Stability::Unstable {
+                self.write_stalls.note(started, Instant::now());
+            }
+            written
                 .map(|ok| (ok, o.export.fs.write_verifier()))
                 .map_err(fail_wcc)
         });
@@ -916,5 +996,32 @@ impl Encoder {
                 enc.finish(w, eof);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stalled_write_stops_write_coalescing_for_the_backoff() {
+        let stalls = WriteStalls::new();
+        let t0 = Instant::now();
+        assert!(!stalls.recent(), "none noted yet");
+        stalls.note(t0, t0 + WriteStalls::THRESHOLD);
+        assert!(!stalls.recent(), "at the threshold is not a stall");
+        let ended = Instant::now();
+        stalls.note(ended - WriteStalls::THRESHOLD * 2, ended);
+        assert!(stalls.recent());
+        // Backdated: a stall that ended a backoff ago no longer counts.
+        let stalls = WriteStalls::new();
+        let ended = stalls.origin;
+        stalls.note(ended, ended + WriteStalls::THRESHOLD * 2);
+        let until = stalls.until.load(Ordering::Relaxed);
+        let expected =
+            stalls.nanos_since_origin(ended + WriteStalls::THRESHOLD * 2 + WriteStalls::BACKOFF);
+        assert_eq!(until, expected);
+        stalls.until.store(1, Ordering::Relaxed);
+        assert!(!stalls.recent(), "expired");
     }
 }

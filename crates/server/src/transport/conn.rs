@@ -4,12 +4,12 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
-use rnfs_rpc::{RecordDecoder, RecordError};
+use rnfs_rpc::{Pace, RecordDecoder, RecordError};
 
 use super::poller::PollerHandle;
 use crate::metrics::{ClientConn, ConnCounters};
@@ -31,9 +31,18 @@ const MAX_HELD_BYTES: usize = 32 << 10;
 /// RPC version, program, version, procedure.
 const CALL_HEAD: usize = 24;
 
-/// Tells whether a call, given the first [`CALL_HEAD`] bytes of its record, is
-/// quick (see [`Connection::read_record`]).
-pub(crate) type QuickCall<'a> = &'a dyn Fn(&[u8]) -> bool;
+/// Tells the [`Pace`] of a call, given the first [`CALL_HEAD`] bytes of its
+/// record (see [`Connection::read_record`]).
+pub(crate) type CallPace<'a> = &'a dyn Fn(&[u8]) -> Pace;
+
+/// [`Pace`] as stored in [`Connection::next_pace`].
+const fn pace_code(pace: Pace) -> u8 {
+    match pace {
+        Pace::Slow => 0,
+        Pace::Quick => 1,
+        Pace::QuickAmongPeers => 2,
+    }
+}
 
 /// One accepted TCP connection: the item behind each scheduler
 /// [`Task`](rnfs_sched::Task).
@@ -57,19 +66,22 @@ pub struct Connection {
     /// either drains the buffer or fails with `WouldBlock`, after which the kernel
     /// raises a fresh writable edge (the syscall orders our store before it).
     write_pending: AtomicBool,
-    /// "The record this connection's decoder hands out next is complete and a
-    /// quick call": a thread finishing a reply may then hold it back, because the
-    /// thread that takes that record will send soon and carry it along (see
-    /// [`Connection::send_reply`]). Stored by the task's owner under the read lock
-    /// at every record taken; cleared, before releasing held replies, where no
-    /// record will be taken for a while (back-pressure, draining).
+    /// The [`Pace`] ([`pace_code`]) of the record this connection's decoder hands
+    /// out next, if it is already complete, else `Slow`: a thread finishing a
+    /// reply may hold it back when it is `Quick` (or `QuickAmongPeers` and the
+    /// reply is of that pace too), because the thread that takes that record
+    /// will send soon and carry it along (see [`Connection::send_reply`]).
+    /// Stored by the task's owner under the read lock at every record taken;
+    /// cleared, before releasing held replies, where no record will be taken for
+    /// a while (back-pressure, draining).
     ///
     /// Relaxed: it is read only under the write lock, and every store is followed
     /// by a write-lock section of the storing thread (the taken call's reply, or
-    /// the release), so the mutex orders it. A reader that sees `true` therefore
-    /// runs its section before the section of whoever stored the value replacing
-    /// it, and that section sends what was held.
-    next_quick: AtomicBool,
+    /// the release), so the mutex orders it. A reader that sees a holding pace
+    /// therefore runs its section before the section of whoever stored the value
+    /// replacing it, and that section sends what was held (or holds it further
+    /// under the same rule).
+    next_pace: AtomicU8,
     /// Calls read from this connection whose replies have not fully reached the
     /// kernel. Incremented only by the task's owner (after checking the limit);
     /// decremented by whoever completes a reply (a service thread or the poller).
@@ -181,13 +193,13 @@ impl Connection {
             stream,
             poller,
             read: Mutex::new(ReadState {
-                decoder: RecordDecoder::new(max_record_size),
+                decoder: RecordDecoder::new(max_record_size).grow_on_full_reads(),
                 maybe_more: false,
                 stopped: false,
             }),
             write: Mutex::new(WriteState::default()),
             write_pending: AtomicBool::new(false),
-            next_quick: AtomicBool::new(false),
+            next_pace: AtomicU8::new(pace_code(Pace::Slow)),
             in_flight: AtomicU32::new(0),
             throttled: AtomicBool::new(false),
             torn_down: AtomicBool::new(false),
@@ -257,10 +269,10 @@ impl Connection {
 
     /// Reads until one complete record is assembled or the socket would block.
     /// Owner only; call `take_data` first. A record returned is already counted
-    /// in flight (see [`Connection::begin_call`]). With `quick`, notes whether the
-    /// record after it is already complete and a quick call, which lets finishing
+    /// in flight (see [`Connection::begin_call`]). With `pace`, notes the pace of
+    /// the record after it if that one is already complete, which lets finishing
     /// calls hold their replies for it (reply coalescing); without, never.
-    pub(crate) fn read_record(&self, quick: Option<QuickCall<'_>>) -> ReadOutcome {
+    pub(crate) fn read_record(&self, pace: Option<CallPace<'_>>) -> ReadOutcome {
         let mut rs = lock(&self.read);
         if rs.stopped {
             return ReadOutcome::Stopped;
@@ -270,12 +282,11 @@ impl Connection {
                 Ok(Some(record)) => {
                     // Counted under the read lock: see `stop_reading`.
                     self.begin_call();
-                    let next_quick = quick.is_some_and(|quick| {
-                        rs.decoder
-                            .peek_complete_record(CALL_HEAD)
-                            .is_some_and(quick)
-                    });
-                    self.next_quick.store(next_quick, Ordering::Relaxed);
+                    let next_pace = pace
+                        .and_then(|pace| rs.decoder.peek_complete_record(CALL_HEAD).map(pace))
+                        .unwrap_or(Pace::Slow);
+                    self.next_pace
+                        .store(pace_code(next_pace), Ordering::Relaxed);
                     let more = rs.maybe_more || rs.decoder.has_complete_record();
                     return ReadOutcome::Record { record, more };
                 }
@@ -348,7 +359,8 @@ impl Connection {
         {
             let mut rs = lock(&self.read);
             rs.stopped = true;
-            self.next_quick.store(false, Ordering::Relaxed);
+            self.next_pace
+                .store(pace_code(Pace::Slow), Ordering::Relaxed);
         }
         if let Ok(done) = self.release_held() {
             // Nothing is read any more: no need to lift back-pressure.
@@ -365,16 +377,23 @@ impl Connection {
     /// connection is broken.
     ///
     /// Reply coalescing: while the connection's next record is a quick call
-    /// already received (`next_quick`), the reply is queued but not written, for
+    /// already received (`next_pace`), the reply is queued but not written, for
     /// at most `max_hold` after the oldest reply held; the next reply that is not
-    /// held writes them all with one system call. Zero `max_hold` never holds.
-    pub(crate) fn send_reply(&self, reply: &[u8], max_hold: Duration) -> io::Result<Sent> {
+    /// held writes them all with one system call. A next record quick only among
+    /// its peers holds only a reply whose call, of pace `pace`, is one of them.
+    /// Zero `max_hold` never holds.
+    pub(crate) fn send_reply(
+        &self,
+        reply: &[u8],
+        pace: Pace,
+        max_hold: Duration,
+    ) -> io::Result<Sent> {
         let sent = |done| Sent { done, held: false };
         let mut ws = lock(&self.write);
         if reply.is_empty() && ws.is_empty() {
             return Ok(sent(0));
         }
-        if self.may_hold(&mut ws, reply.len(), max_hold) {
+        if self.may_hold(&mut ws, reply.len(), pace, max_hold) {
             if !reply.is_empty() {
                 ws.queue(reply);
             }
@@ -404,12 +423,14 @@ impl Connection {
     /// [`Connection::send_reply`]). A large reply is not: holding would copy
     /// it, and one write of it already carries a large payload; nor one that
     /// would take the held bytes past [`MAX_HELD_BYTES`].
-    fn may_hold(&self, ws: &mut WriteState, len: usize, max_hold: Duration) -> bool {
-        if max_hold.is_zero()
-            || len > MAX_HELD_REPLY
-            || ws.unsent() + len > MAX_HELD_BYTES
-            || !self.next_quick.load(Ordering::Relaxed)
-        {
+    fn may_hold(&self, ws: &mut WriteState, len: usize, pace: Pace, max_hold: Duration) -> bool {
+        if max_hold.is_zero() || len > MAX_HELD_REPLY || ws.unsent() + len > MAX_HELD_BYTES {
+            return false;
+        }
+        let next = self.next_pace.load(Ordering::Relaxed);
+        let waits_for_next = next == pace_code(Pace::Quick)
+            || (next == pace_code(Pace::QuickAmongPeers) && pace == Pace::QuickAmongPeers);
+        if !waits_for_next {
             return false;
         }
         match ws.held_since {
@@ -421,7 +442,7 @@ impl Connection {
         }
     }
 
-    /// Writes the replies held now, if any, without touching `next_quick`: for
+    /// Writes the replies held now, if any, without touching `next_pace`: for
     /// a call, taken as quick, that finds it must wait after all (a READ whose
     /// data is not in memory), so nothing held waits for it. Any thread. Returns
     /// the replies completed, for [`Connection::complete`].
@@ -437,7 +458,8 @@ impl Connection {
     /// for will not be taken soon. Returns the replies completed, for
     /// [`Connection::complete`]. Owner only (or with reading stopped).
     pub(crate) fn release_held(&self) -> io::Result<u32> {
-        self.next_quick.store(false, Ordering::Relaxed);
+        self.next_pace
+            .store(pace_code(Pace::Slow), Ordering::Relaxed);
         self.flush_held()
     }
 

@@ -49,22 +49,29 @@
 //!
 //! **Reply coalescing.** Pipelining clients send calls in bursts, and one `send`
 //! per reply was most of the server's CPU (the kernel's TCP path, run once per
-//! write). So when an owner takes a record it also notes whether the *next*
-//! record is already complete in the decoder and a quick call (`next_quick`,
-//! from [`Service::is_quick`](rnfs_rpc::Service::is_quick) via the record's
-//! first 24 bytes). A thread finishing a reply while `next_quick` is set appends
-//! it to the output buffer without writing: the thread that answers that next
-//! call, a few microseconds and one turn of the queue later, writes both. The
+//! write). So when an owner takes a record it also notes the [`Pace`] of the
+//! *next* record if that one is already complete in the decoder (`next_pace`,
+//! from [`Dispatcher::call_pace`](rnfs_rpc::Dispatcher::call_pace) via the
+//! record's first 24 bytes). A thread finishing a reply while the next call is
+//! quick ([`Service::is_quick`](rnfs_rpc::Service::is_quick)) appends it to the
+//! output buffer without writing: the thread that answers that next call, a few
+//! microseconds and one turn of the queue later, writes both. A next call that is
+//! quick only among its peers
+//! ([`Service::is_quick_among_peers`](rnfs_rpc::Service::is_quick_among_peers):
+//! NFS WRITE, a buffered write that the kernel may throttle now and then) holds
+//! only the reply of a call of that pace, so a run of WRITEs is answered in
+//! batches and nothing else (a GETATTR, a READ) ever waits behind a WRITE. The
 //! chain stops at `max_reply_hold` after the oldest held reply, or at a record
 //! that is not quick, or at the last record received, or at a reply too large
 //! to copy cheaply (16.5 KiB) or 32 KiB held. A quick call that must wait
-//! after all (a READ whose data is not in the page cache) calls
-//! [`before_blocking`](crate::before_blocking), which writes what was held. A held reply is never
-//! stranded: `next_quick` is read under the write lock, and every store of it
+//! after all (a READ whose data is not in the page cache, a WRITE that must
+//! reach storage) calls [`before_blocking`](crate::before_blocking), which
+//! writes what was held. A held reply is never
+//! stranded: `next_pace` is read under the write lock, and every store of it
 //! is followed by a write-lock section of the same thread (the reply of the
-//! call it took, or a release), so a reader that saw `true` runs before the
-//! section that follows the store replacing it, which writes what was held.
-//! Where the next record will not be taken soon, `next_quick` is cleared and
+//! call it took, or a release), so a reader that saw a holding pace runs before
+//! the section that follows the store replacing it, which writes what was held.
+//! Where the next record will not be taken soon, `next_pace` is cleared and
 //! the held replies written at once: at the in-flight limit (held replies count
 //! as in flight, so waiting for a completion would deadlock) and when reading
 //! stops (draining). A connection closing loses held replies exactly as it loses
@@ -124,6 +131,6 @@ mod poller;
 mod tcp;
 
 pub use conn::Connection;
-pub(crate) use conn::{QuickCall, ReadOutcome};
+pub(crate) use conn::{CallPace, ReadOutcome};
 pub(crate) use poller::{spawn_poller, PollerHandle};
 pub(crate) use tcp::{bind_listener, spawn_acceptor, AcceptorHandle};
