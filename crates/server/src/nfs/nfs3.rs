@@ -364,7 +364,7 @@ impl Service for NfsService {
         )
     }
 
-    /// WRITE, unless buffered writes stalled lately ([`WriteStalls`]): its
+    /// WRITE, unless buffered writes stalled lately (`WriteStalls`): its
     /// UNSTABLE writes land in the page cache in microseconds, and clients
     /// send them in pipelined runs; a WRITE that must reach storage first
     /// writes the replies held for it.

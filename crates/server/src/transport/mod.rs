@@ -49,7 +49,7 @@
 //!
 //! **Reply coalescing.** Pipelining clients send calls in bursts, and one `send`
 //! per reply was most of the server's CPU (the kernel's TCP path, run once per
-//! write). So when an owner takes a record it also notes the [`Pace`] of the
+//! write). So when an owner takes a record it also notes the [`Pace`](rnfs_rpc::Pace) of the
 //! *next* record if that one is already complete in the decoder (`next_pace`,
 //! from [`Dispatcher::call_pace`](rnfs_rpc::Dispatcher::call_pace) via the
 //! record's first 24 bytes). A thread finishing a reply while the next call is
