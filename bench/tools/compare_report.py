@@ -201,7 +201,8 @@ def meta_lines(meta):
     if m:
         out.append(
             f"Machine: {m.get('cpu', '?')}, {m.get('nproc', '?')} CPUs, Linux {m.get('kernel', '?')}; "
-            f"rnfs {m.get('rnfs_rev', '?')} (release); nfs-ganesha {m.get('ganesha', '?')}.")
+            f"rnfs {m.get('rnfs_rev', '?')} (release); nfs-ganesha {m.get('ganesha', '?')}"
+            + (f"; {m['dentries']:,} cached dentries at the start." if m.get("dentries") is not None else "."))
     return out
 
 
