@@ -136,6 +136,7 @@ use rustix::path::DecInt;
 
 use self::cache::ClockCache;
 use self::dirstreams::{DirStream, StreamKey};
+use self::readdir::InodeHandle;
 use crate::names::NAME_MAX;
 use crate::{identity, Attr, BackendHandle, Cred, FileType, FsError, FsInfo, FsResult, Time};
 
@@ -163,6 +164,10 @@ pub struct LocalOptions {
     /// descriptor and up to 32 KiB of read entries each; at most a sixteenth
     /// of `RLIMIT_NOFILE`). 0 opens a descriptor per call.
     pub dir_streams: usize,
+    /// How many handles to remember by inode number for READDIRPLUS (no
+    /// descriptor; about 100 bytes each). A hit saves the entry's
+    /// `name_to_handle_at`. 0 remembers none.
+    pub inode_handles: usize,
 }
 
 impl Default for LocalOptions {
@@ -173,6 +178,7 @@ impl Default for LocalOptions {
             open_files: 16_384,
             handle_cache: 65_536,
             dir_streams: 256,
+            inode_handles: 65_536,
         }
     }
 }
@@ -260,6 +266,9 @@ pub struct LocalFs {
     open_files: ClockCache<Arc<OpenFile>>,
     /// Directory listings left part way, by handle and resume cookie.
     dir_streams: ClockCache<DirStream, StreamKey>,
+    /// READDIRPLUS: each listed inode's handle with the `ctime` it had then
+    /// (see `readdir.rs`, `entry_plus_by_name`).
+    inode_handles: ClockCache<InodeHandle, u64>,
     /// `/proc/self/fd`, to re-open `O_PATH` descriptors with access.
     proc_fd: OwnedFd,
     has_openat2: bool,
@@ -465,6 +474,7 @@ impl LocalFs {
                 fd_limit / 4
             })),
             dir_streams: ClockCache::new(options.dir_streams.min(fd_limit / 16)),
+            inode_handles: ClockCache::new(options.inode_handles),
             proc_fd,
             root: Arc::new(root),
             has_openat2,

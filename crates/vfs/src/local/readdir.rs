@@ -116,14 +116,20 @@ impl LocalFs {
             None => self.open_stream(dir, position)?,
         };
         // The handle cache (unprivileged) needs a descriptor per entry.
-        let by_name = self.privileged();
+        let describe = if !self.privileged() {
+            Describe::FromDescriptor
+        } else if self.inode_handles_fit(&dir.stat) {
+            Describe::ByNameRemembering
+        } else {
+            Describe::ByName
+        };
         // The cookie a client resumes from: that of the last entry handed out.
         let mut resume_at = position;
 
         // First what an earlier call read from the kernel and did not send.
         while let Some(entry) = stream.pending.peek()? {
             if !is_dot(entry.name) {
-                if !self.hand_out(stream.fd.as_fd(), entry, plus, by_name, sink)? {
+                if !self.hand_out(stream.fd.as_fd(), entry, plus, describe, sink)? {
                     if keepable {
                         self.keep(dir_fh, resume_at, stream);
                     }
@@ -146,7 +152,7 @@ impl LocalFs {
                 let entry = entry.map_err(errno)?;
                 if !is_dot(entry.file_name()) {
                     let entry = raw_entry(&entry);
-                    if !self.hand_out(stream.fd.as_fd(), entry, plus, by_name, sink)? {
+                    if !self.hand_out(stream.fd.as_fd(), entry, plus, describe, sink)? {
                         if !keepable {
                             return Ok(false);
                         }
@@ -248,7 +254,7 @@ impl LocalFs {
         dir: BorrowedFd<'_>,
         entry: RawEntry<'_>,
         plus: bool,
-        by_name: bool,
+        describe: Describe,
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> FsResult<bool> {
         if entry.cookie == 0 || entry.cookie & TAG != 0 {
@@ -256,7 +262,7 @@ impl LocalFs {
             return Err(FsError::Io);
         }
         let extra = if plus {
-            self.entry_plus(dir, entry.name, entry.ino, by_name)
+            self.entry_plus(dir, entry.name, entry.ino, describe)
         } else {
             None
         };
@@ -268,19 +274,29 @@ impl LocalFs {
         }))
     }
 
+    /// Whether a listing of `dir` may use `inode_handles`: only if all its
+    /// entries could fit (from its size, at 12 bytes or more per entry).
+    /// Listing a larger one would evict an entry per entry and never hit
+    /// (CLOCK under a cyclic scan), at a cost of about 1 us per entry.
+    fn inode_handles_fit(&self, dir: &rustix::fs::Stat) -> bool {
+        let most_entries = u64::try_from(dir.st_size).unwrap_or(u64::MAX) / 12;
+        most_entries <= self.inode_handles.capacity() as u64
+    }
+
     /// READDIRPLUS data of the entry `name` of `dir`, which `getdents` listed
-    /// with inode `d_ino`: by name if `by_name` and it can vouch for the pair,
-    /// else from an `O_PATH` descriptor of the entry (four calls, and the
-    /// unprivileged handle cache keeps the descriptor).
+    /// with inode `d_ino`: by name unless `FromDescriptor`, if that can vouch
+    /// for the pair, else from an `O_PATH` descriptor of the entry (four
+    /// calls, and the unprivileged handle cache keeps the descriptor).
     fn entry_plus(
         &self,
         dir: BorrowedFd<'_>,
         name: &CStr,
         d_ino: u64,
-        by_name: bool,
+        describe: Describe,
     ) -> Option<(BackendHandle, Attr)> {
-        if by_name {
-            if let Some(found) = self.entry_plus_by_name(dir, name, d_ino) {
+        if describe != Describe::FromDescriptor {
+            let remember = describe == Describe::ByNameRemembering;
+            if let Some(found) = self.entry_plus_by_name(dir, name, d_ino, remember) {
                 return Some(found);
             }
         }
@@ -306,6 +322,20 @@ impl LocalFs {
     /// client already revalidates. In the other order a single rename between
     /// stat and handle would pair them unnoticed.
     ///
+    /// **Inode handle cache** (with `remember`; see `inode_handles_fit`). A
+    /// handle names an inode, whatever its names,
+    /// so once the pair is vouched for, the handle is remembered by inode
+    /// number with the `ctime` the stat showed (`inode_handles`). The next
+    /// listing first looks the listed inode up there, and then needs only the
+    /// stat (one call): if it shows the listed inode with the same `ctime`,
+    /// it is the same inode, since an inode number reused by a new file comes
+    /// with the new file's `ctime` (its creation time, after the old file's
+    /// unlink set the old one's). Only a delete and a re-create on the same
+    /// number within one timestamp tick could pass, and the handle would
+    /// then be of the deleted file (`Stale` when used, which clients recover
+    /// from by looking the name up again). Any change to the inode (write,
+    /// chmod, rename, link) moves `ctime` and costs one refresh.
+    ///
     /// A mismatch goes to the descriptor path rather than to no plus data: it
     /// answers as before this path existed (nothing for a mount point, which
     /// `openat2` will not cross, or a vanished name; a consistent pair for a
@@ -317,7 +347,19 @@ impl LocalFs {
         dir: BorrowedFd<'_>,
         name: &CStr,
         d_ino: u64,
+        remember: bool,
     ) -> Option<(BackendHandle, Attr)> {
+        if let Some(known) = remember.then(|| self.inode_handles.get(&d_ino)).flatten() {
+            let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+            // A mount on the name shows another `st_dev` or inode (the
+            // mounted root's); the handle was taken on the export's mount.
+            if stat.st_ino == d_ino
+                && stat.st_dev == self.root_dev
+                && known.ctime == InodeHandle::ctime_of(&stat)
+            {
+                return Some((known.handle, self.attr(&stat)));
+            }
+        }
         // Flags 0: a symlink is not followed. `name` is one component from
         // getdents, so it stays in `dir` (or enters a mount on it: below).
         let kernel = sys::name_to_handle(dir, name, 0).ok()?;
@@ -330,14 +372,48 @@ impl LocalFs {
         if !listed {
             return None;
         }
-        Some((handle::encode(&kernel)?, self.attr(&stat)))
+        let handle = handle::encode(&kernel)?;
+        if remember {
+            let known = InodeHandle {
+                handle,
+                ctime: InodeHandle::ctime_of(&stat),
+            };
+            // What this replaces or evicts is plain data.
+            let _replaced = self.inode_handles.insert(d_ino, known);
+        }
+        Some((handle, self.attr(&stat)))
+    }
+}
+
+/// How READDIRPLUS describes each entry (`LocalFs::entry_plus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Describe {
+    /// From an `O_PATH` descriptor (unprivileged: the handle cache needs one).
+    FromDescriptor,
+    /// By name, in two calls.
+    ByName,
+    /// By name, remembering handles by inode (`inode_handles`).
+    ByNameRemembering,
+}
+
+/// A handle remembered by inode number, with the `ctime` that vouches for
+/// it (`LocalFs::entry_plus_by_name`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InodeHandle {
+    handle: BackendHandle,
+    ctime: (i64, u64),
+}
+
+impl InodeHandle {
+    fn ctime_of(stat: &rustix::fs::Stat) -> (i64, u64) {
+        (stat.st_ctime, stat.st_ctime_nsec)
     }
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     use rustix::fs::FileType as RawType;
 
@@ -430,6 +506,106 @@ mod tests {
         assert_eq!((a, fs.dir_streams.len()), (b, 2));
     }
 
+    /// A described inode's handle is remembered with its `ctime`: the next
+    /// description takes it from there while the `ctime` matches (a planted
+    /// handle shows the cache is read), and any change to the inode makes it
+    /// take the handle afresh.
+    #[test]
+    fn inode_handles_hold_while_the_ctime_vouches_for_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a");
+        std::fs::write(&path, b"a").unwrap();
+        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        if !fs.privileged() {
+            eprintln!("skipped: the by-name path is for privileged backends");
+            return;
+        }
+        let dir_fd = rfs::open(
+            dir.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            rfs::Mode::empty(),
+        )
+        .unwrap();
+        let ino = std::fs::symlink_metadata(&path).unwrap().ino();
+        let describe = || {
+            fs.entry_plus_by_name(dir_fd.as_fd(), c"a", ino, true)
+                .unwrap()
+        };
+        let (fh, attr) = describe();
+        let (l_fh, l_attr, _) = fs.lookup(&Cred::root(), &fs.root(), b"a").unwrap();
+        assert_eq!((fh, attr), (l_fh, l_attr));
+        let known = fs.inode_handles.get(&ino).unwrap();
+        assert_eq!(known.handle, fh);
+
+        // Read from the cache: a planted handle with the right ctime is used.
+        let planted = BackendHandle::new(b"planted").unwrap();
+        let _ = fs.inode_handles.insert(
+            ino,
+            InodeHandle {
+                handle: planted,
+                ..known
+            },
+        );
+        assert_eq!(describe(), (planted, attr));
+
+        // The inode changes (a later timestamp tick): taken afresh.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let (fh2, attr2) = describe();
+        assert_eq!(fh2, fh);
+        assert_eq!(attr2.mode & 0o777, 0o600);
+        assert_eq!(fs.inode_handles.get(&ino).unwrap().handle, fh);
+    }
+
+    /// A READDIRPLUS listing remembers inode handles only for a directory
+    /// whose entries could all fit: a larger one would only evict.
+    #[test]
+    fn only_directories_that_fit_remember_inode_handles() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small");
+        let large = dir.path().join("large");
+        std::fs::create_dir(&small).unwrap();
+        std::fs::create_dir(&large).unwrap();
+        for i in 0..5 {
+            std::fs::write(small.join(format!("f{i}")), b"").unwrap();
+        }
+        for i in 0..2000 {
+            std::fs::write(large.join(format!("f{i:04}")), b"").unwrap();
+        }
+        let options = LocalOptions {
+            inode_handles: 1024,
+            ..LocalOptions::default()
+        };
+        let fs = LocalFs::open(dir.path(), options).unwrap();
+        if !fs.privileged() {
+            eprintln!("skipped: the by-name path is for privileged backends");
+            return;
+        }
+        let root = fs.root();
+        let list = |name: &[u8]| {
+            let (fh, _, _) = fs.lookup(&Cred::root(), &root, name).unwrap();
+            let mut described = 0;
+            let mut cookie = 0;
+            loop {
+                let page = fs
+                    .readdir(&Cred::root(), &fh, cookie, VERIFIER, true, &mut |e| {
+                        described += usize::from(e.plus.is_some());
+                        cookie = e.cookie;
+                        true
+                    })
+                    .unwrap();
+                if page.eof {
+                    return described;
+                }
+            }
+        };
+        // Every entry is described either way ("." and ".." too).
+        assert_eq!(list(b"large"), 2002);
+        assert_eq!(fs.inode_handles.len(), 0);
+        assert_eq!(list(b"small"), 7);
+        assert_eq!(fs.inode_handles.len(), 5);
+    }
+
     /// Every kind of entry is described by name as LOOKUP describes it. Then
     /// the race the inode check closes, played in order: a name replaced after
     /// `getdents` listed it is not described by name, and the descriptor path
@@ -461,12 +637,16 @@ mod tests {
         for (name, c_name) in [(&b"b"[..], c"b"), (b"l", c"l"), (b"p", c"p")] {
             let path = dir.path().join(std::str::from_utf8(name).unwrap());
             let ino = std::fs::symlink_metadata(path).unwrap().ino();
-            let (fh, attr) = fs.entry_plus_by_name(dir_fd.as_fd(), c_name, ino).unwrap();
+            let (fh, attr) = fs
+                .entry_plus_by_name(dir_fd.as_fd(), c_name, ino, false)
+                .unwrap();
             let (l_fh, l_attr, _) = lookup(name);
             assert_eq!((fh, attr), (l_fh, l_attr), "{name:?}");
         }
 
-        let (fh, attr) = fs.entry_plus_by_name(dir_fd.as_fd(), c"a", listed).unwrap();
+        let (fh, attr) = fs
+            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed, false)
+            .unwrap();
         let (a_fh, a_attr, _) = lookup(b"a");
         assert_eq!((fh, attr), (a_fh, a_attr));
 
@@ -474,9 +654,11 @@ mod tests {
         std::fs::remove_file(dir.path().join("a")).unwrap();
         std::fs::rename(dir.path().join("b"), dir.path().join("a")).unwrap();
         assert!(fs
-            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed)
+            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed, false)
             .is_none());
-        let (fh, attr) = fs.entry_plus(dir_fd.as_fd(), c"a", listed, true).unwrap();
+        let (fh, attr) = fs
+            .entry_plus(dir_fd.as_fd(), c"a", listed, Describe::ByName)
+            .unwrap();
         let (now_fh, now_attr, _) = lookup(b"a");
         assert_eq!((fh, attr), (now_fh, now_attr));
         assert_ne!(fh, a_fh);
@@ -485,7 +667,7 @@ mod tests {
         // Gone: nothing either way.
         std::fs::remove_dir(dir.path().join("a")).unwrap();
         assert!(fs
-            .entry_plus(dir_fd.as_fd(), c"a", attr.fileid, true)
+            .entry_plus(dir_fd.as_fd(), c"a", attr.fileid, Describe::ByName)
             .is_none());
     }
 }
