@@ -323,9 +323,9 @@ impl LocalFs {
     /// stat and handle would pair them unnoticed.
     ///
     /// **Inode handle cache** (with `remember`; see `inode_handles_fit`). A
-    /// handle names an inode, whatever its names,
-    /// so once the pair is vouched for, the handle is remembered by inode
-    /// number with the `ctime` the stat showed (`inode_handles`). The next
+    /// handle names an inode, whatever its names, so once the pair is
+    /// vouched for, the handle is remembered by inode number with the
+    /// `ctime` the stat showed (`inode_handles`). The next
     /// listing first looks the listed inode up there, and then needs only the
     /// stat (one call): if it shows the listed inode with the same `ctime`,
     /// it is the same inode, since an inode number reused by a new file comes
