@@ -324,7 +324,9 @@ fn threads_set_changes_the_thread_count_seen_in_stats() {
         &dir.path("admin.sock"),
         &dir.path("state"),
     );
-    assert_eq!(total_threads(&server.stats()), 4);
+    // Stats count threads once they run (register), which may follow the
+    // server's start by a moment on a loaded machine.
+    wait_for_stats(&server, "4 threads", |s| total_threads(s) == 4);
 
     let out = server.cli(&["admin", "threads", "2"]);
     assert!(out.status.success(), "{}", stderr(&out));
