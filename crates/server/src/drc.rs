@@ -14,10 +14,11 @@
 //! keeps its source port across reconnects), xid, program, version, procedure and a
 //! checksum of the arguments (their length and the CRC-32 of their first
 //! [`CHECKSUM_BYTES`] bytes; knfsd also uses a plain checksum here: it guards
-//! against accidents, and only the client itself can aim at its own entries). Everything in the key is what makes a call a
-//! retransmission of the same request; the peer address keeps one client from ever
-//! being answered with another's reply, and the checksum catches an xid reused for
-//! a different request (client reboot, xid wrap).
+//! against accidents, and only the client itself can aim at its own entries).
+//! Everything in the key is what makes a call a retransmission of the same
+//! request; the peer address keeps one client from ever being answered with
+//! another's reply, and the checksum catches an xid reused for a different
+//! request (client reboot, xid wrap).
 //!
 //! # Protocol
 //!

@@ -39,41 +39,32 @@ impl GroupSync {
         let mut st = self.lock();
         // A generation running now started before this call: the next one.
         let target = st.started + 1;
-        let mut fsync = Some(fsync);
-        loop {
+        while st.running {
+            st = self
+                .finished
+                .wait(st)
+                .unwrap_or_else(PoisonError::into_inner);
             if st.finished >= target {
                 return match st.failed {
                     Some((generation, e)) if generation >= target => Err(e),
                     _ => Ok(()),
                 };
             }
-            if !st.running {
-                // Lead generation `target` (no generation can start between
-                // this call's arrival and here without finishing first, and
-                // then `finished >= target` above).
-                let Some(fsync) = fsync.take() else {
-                    // Unreachable: a leader's own generation finished above.
-                    return Err(Errno::IO);
-                };
-                st.running = true;
-                st.started += 1;
-                let generation = st.started;
-                drop(st);
-                let result = fsync();
-                st = self.lock();
-                st.running = false;
-                st.finished = generation;
-                if let Err(e) = result {
-                    st.failed = Some((generation, e));
-                }
-                self.finished.notify_all();
-                continue;
-            }
-            st = self
-                .finished
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner);
         }
+        // Lead generation `target`: nothing runs, so `started == finished`,
+        // and neither passed `target - 1` (else the loop returned).
+        st.running = true;
+        st.started = target;
+        drop(st);
+        let result = fsync();
+        let mut st = self.lock();
+        st.running = false;
+        st.finished = target;
+        if let Err(e) = result {
+            st.failed = Some((target, e));
+        }
+        self.finished.notify_all();
+        result
     }
 
     fn lock(&self) -> MutexGuard<'_, SyncState> {
