@@ -6,27 +6,40 @@
 # tokio runtime, and libnfs (bench/tools/libnfs-load.c, one thread, DEPTH in
 # flight) for reference, runs alternating. Prints medians (min..max) of
 # calls/s, the client's CPU per call and, for rnfs, lock acquisitions per call
-# (the client is built with the `lock-stats` feature).
+# (the client is built with the `lock-stats` feature). With --base BIN, the
+# rnfs client of another build (e.g. an earlier commit's, built the same way)
+# runs in the same alternation against the same server, and a second table
+# gives this build's calls/s and CPU per call over that one's.
 #
-#   bench/seed002.sh [--runs N] [--depths 8,16,64] [--duration S]
+# --dir puts the export under DIR (default /var/tmp; /dev/shm keeps the file
+# in memory whatever the page cache's reclaim does, for client-side A/Bs).
+#
+#   bench/seed002.sh [--runs N] [--depths 8,16,64] [--duration S] [--base BIN]
+#                    [--dir DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$repo/tests/integration/lib.sh"
 
-runs=3 depths=8,16,64 duration=3
+runs=3 depths=8,16,64 duration=3 base="" dir=/var/tmp
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
     --depths) depths=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --base) base=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "seed002: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+if [ -n "$base" ] && [ ! -x "$base" ]; then
+  echo "seed002: --base $base is not an executable" >&2
+  exit 2
+fi
 
 "$repo/ci/deps.sh" >/dev/null
-work=$(mktemp -d /var/tmp/rnfs-seed002.XXXXXX)
+work=$(mktemp -d "$dir/rnfs-seed002.XXXXXX")
 server_pid=""
 cleanup() {
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
@@ -54,13 +67,16 @@ results="$work/results.txt"
 for run in $(seq "$runs"); do
   for d in ${depths//,/ }; do
     order="libnfs threads async"
-    [ $((run % 2)) = 0 ] && order="async threads libnfs"
+    [ -n "$base" ] && order="libnfs threads-base threads async-base async"
+    [ $((run % 2)) = 0 ] && order=$(tr ' ' '\n' <<<"$order" | tac | tr '\n' ' ')
     for who in $order; do
       if [ "$who" = libnfs ]; then
         line=$("$work/libnfs-load" -o read -s 32768 -d "$d" -t "$duration" -w 1 "$file_url")
         echo "libnfs $d $(sed -E 's/.*calls_per_sec=([0-9.]+).*p99_us=([0-9.]+).*cpu_us_per_call=([0-9.]+).*/\1 \2 \3/' <<<"$line") -1" >>"$results"
       else
-        "$rnfs" bench client --url "$url" --op read --size 32K --threads "$d" --mode "$who" \
+        client=$rnfs
+        [ "${who%-base}" != "$who" ] && client=$base
+        "$client" bench client --url "$url" --op read --size 32K --threads "$d" --mode "${who%-base}" \
           --file-size 256M --duration "$duration" --warmup 1 --repeat 1 --json "$work/r.json" >/dev/null
         python3 - "$work/r.json" "$d" "$who" >>"$results" <<'PY'
 import json, sys
@@ -92,4 +108,19 @@ for d in sorted({k[0] for k in data}):
     print(f"| {d} | {med(t,0):.0f} ({span(t)}) | {med(t,2):.1f} | {med(t,3):.2f} | "
           f"{med(a,0):.0f} ({span(a)}) | {med(a,2):.1f} | {med(a,3):.2f} | "
           f"{med(l,0):.0f} ({span(l)}) | {med(l,2):.1f} | {med(t,0)/med(l,0):.2f} | {med(a,0)/med(l,0):.2f} |")
+if any(k[1].endswith("-base") for k in data):
+    print("\nThis build over --base, same runs: calls/s and CPU per call (medians).\n")
+    print("| depth | threads calls/s | base calls/s | ratio | CPU us/call | base | ratio | async calls/s | base calls/s | ratio | CPU us/call | base | ratio |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for d in sorted({k[0] for k in data}):
+        cells = []
+        for w in ("threads", "async"):
+            n, b = data.get((d, w), []), data.get((d, w + "-base"), [])
+            if not n or not b:
+                break
+            cells += [f"{med(n,0):.0f} ({span(n)})", f"{med(b,0):.0f} ({span(b)})",
+                      f"{med(n,0)/med(b,0):.2f}", f"{med(n,2):.1f}", f"{med(b,2):.1f}",
+                      f"{med(n,2)/med(b,2):.2f}"]
+        else:
+            print(f"| {d} | " + " | ".join(cells) + " |")
 PY

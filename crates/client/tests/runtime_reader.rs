@@ -126,6 +126,25 @@ fn echo_load_one(rt: &Runtime, rpc: &RpcClient) {
     assert!(rpc.stats().runtime_reads > 0);
 }
 
+/// Each decoded reply's buffer holds a later reply, for blocking and async
+/// calls alike: after the first few, no reply needs a fresh allocation.
+#[test]
+fn reply_buffers_are_reused() {
+    let rpc = RpcClient::connect(echo_server(), options(10_000, 2, 64)).unwrap();
+    for i in 0..100 {
+        assert_eq!(call_u32(&rpc, i).unwrap(), i);
+    }
+    let blocking = rpc.stats().reused_reply_buffers;
+    assert!(blocking >= 98, "{:?}", rpc.stats());
+    echo_load(&multi_thread(2), &rpc, 8, 20);
+    let stats = rpc.stats();
+    assert!(stats.runtime_reads > 0, "{stats:?}");
+    assert!(
+        stats.reused_reply_buffers >= blocking + 160 - 16,
+        "{stats:?}"
+    );
+}
+
 #[test]
 fn current_thread_runtimes_and_the_option_off_keep_the_reader_thread() {
     let rpc = RpcClient::connect(echo_server(), options(10_000, 2, 64)).unwrap();

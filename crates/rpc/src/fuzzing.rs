@@ -22,25 +22,38 @@ pub fn record_deframer(data: &[u8]) {
     let Some((&seed, stream)) = data.split_first() else {
         return;
     };
-    let whole = deframe(stream, &mut |_| usize::MAX);
+    let whole = deframe(stream, &mut |_| usize::MAX, Reads::OneTarget);
     let mut state = u32::from(seed) | 1;
-    let chunked = deframe(stream, &mut |_| {
+    let mut chunks = |_| {
         // xorshift: deterministic chunk sizes of 1..=64 bytes.
         state ^= state << 13;
         state ^= state >> 17;
         state ^= state << 5;
         (state % 64) as usize + 1
-    });
+    };
+    let chunked = deframe(stream, &mut chunks, Reads::OneTarget);
     assert_eq!(whole, chunked);
+    let vectored = deframe(stream, &mut chunks, Reads::Vectored);
+    assert_eq!(whole, vectored);
 
     let (records, _) = whole;
     let mut reframed = Vec::new();
     for rec in &records {
         encode_record(rec, &mut reframed);
     }
-    let (again, err) = deframe(&reframed, &mut |_| usize::MAX);
+    let (again, err) = deframe(&reframed, &mut |_| usize::MAX, Reads::OneTarget);
     assert_eq!(again, records);
     assert_eq!(err, None);
+}
+
+/// How [`deframe`] hands bytes to the decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// Into the direct target when one is offered (and the chunk is not
+    /// unbounded), else into the read buffer.
+    OneTarget,
+    /// Into both targets of [`RecordDecoder::read_targets`], in order.
+    Vectored,
 }
 
 /// Records decoded from `stream`, fed in chunks of `chunk(i)` bytes, and the error
@@ -48,6 +61,7 @@ pub fn record_deframer(data: &[u8]) {
 fn deframe(
     stream: &[u8],
     chunk: &mut dyn FnMut(usize) -> usize,
+    reads: Reads,
 ) -> (Vec<Vec<u8>>, Option<RecordError>) {
     // Direct reads from one byte on: the chunked pass takes them whenever
     // offered, the whole pass never; both must agree.
@@ -82,6 +96,13 @@ fn deframe(
             return (records, None);
         }
         let want = chunk(i);
+        if reads == Reads::Vectored {
+            let n = fill_vectored(&mut dec, want, input);
+            assert!(n > 0);
+            input = &input[n..];
+            i += 1;
+            continue;
+        }
         let direct = if want == usize::MAX {
             None
         } else {
@@ -109,6 +130,39 @@ fn deframe(
         input = &input[n..];
         i += 1;
     }
+}
+
+/// One vectored read of at most `want` bytes of `input` into
+/// [`RecordDecoder::read_targets`]; the bytes taken.
+fn fill_vectored(dec: &mut RecordDecoder, want: usize, input: &[u8]) -> usize {
+    let want = want.min(input.len());
+    if dec.wants_record_buffer() {
+        // A used buffer, as the client recycles them: any capacity, stale
+        // contents.
+        let mut used = Vec::with_capacity(want % 97);
+        used.extend(std::iter::repeat_n(0xA5, want % 5));
+        dec.supply_record_buffer(used);
+    }
+    let targets = dec.read_targets();
+    let mut n = 0;
+    let mut direct_full = true;
+    if let Some(rec) = targets.direct {
+        let room = targets.direct_room;
+        assert!(room > 0 && room <= rec.capacity() - rec.len());
+        let capacity = rec.capacity();
+        n = want.min(room);
+        rec.extend_from_slice(&input[..n]);
+        assert_eq!(rec.capacity(), capacity, "no reallocation");
+        direct_full = n == room;
+    }
+    if direct_full {
+        assert!(!targets.buf.is_empty());
+        let b = (want - n).min(targets.buf.len());
+        targets.buf[..b].copy_from_slice(&input[n..n + b]);
+        n += b;
+    }
+    dec.targets_filled(n);
+    n
 }
 
 /// A dummy program for the fuzz targets and tests: 100003 v3 (NFS's numbers) with
@@ -201,7 +255,7 @@ pub fn rpc_call(data: &[u8]) {
     match outcome {
         DispatchOutcome::Dropped(_) => assert!(reply.is_empty()),
         DispatchOutcome::Replied { xid, status, .. } => {
-            let (mut records, err) = deframe(reply, &mut |_| usize::MAX);
+            let (mut records, err) = deframe(reply, &mut |_| usize::MAX, Reads::OneTarget);
             assert_eq!((records.len(), err), (1, None), "reply is not one record");
             let record = records.remove(0);
             let decoded = match decode_reply(&record) {

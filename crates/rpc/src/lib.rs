@@ -24,7 +24,9 @@ pub mod service;
 pub use auth::{Auth, AuthError, AuthFlavor, AuthStat, AuthSys, Gids, OpaqueAuth};
 pub use error::RpcError;
 pub use message::{peek_call_ids, CallHeader, ReplyHeader, ReplyStatus, RPC_VERSION};
-pub use record::{begin_record, encode_record, finish_record, RecordDecoder, RecordError};
+pub use record::{
+    begin_record, encode_record, finish_record, ReadTargets, RecordDecoder, RecordError,
+};
 pub use service::{
     decode_call, decode_reply, encode_call, encode_call_header, CallContext, DispatchOutcome,
     Dispatcher, DropReason, Pace, RegisterError, Reply, Service, ServiceError,

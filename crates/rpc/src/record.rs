@@ -41,6 +41,19 @@ const MIN_READ: usize = 4 * 1024;
 /// ([`RecordDecoder::direct_target`]).
 const DIRECT_MIN: usize = 16 * 1024;
 
+/// The targets of one vectored read; see [`RecordDecoder::read_targets`].
+#[derive(Debug)]
+pub struct ReadTargets<'a> {
+    /// The record being assembled, to append at most `direct_room` bytes
+    /// to first (what its fragment lacks), or `None`.
+    pub direct: Option<&'a mut Vec<u8>>,
+    /// The bytes `direct` lacks (its spare capacity may be larger); 0
+    /// without `direct`.
+    pub direct_room: usize,
+    /// Free space in the read buffer, for the bytes after `direct`'s.
+    pub buf: &'a mut [u8],
+}
+
 /// Why the byte stream cannot be decoded into records. Fatal for the connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -91,6 +104,8 @@ pub struct RecordDecoder {
     /// While the caller reads into [`direct_target`](Self::direct_target):
     /// the record's length once the fragment is complete.
     direct_end: Option<usize>,
+    /// The record's length when it was offered as a direct target.
+    direct_from: usize,
     /// With [`grow_on_full_reads`](Self::grow_on_full_reads): the last read
     /// filled all the space offered (the peer sends faster than the buffer
     /// drains), so the next [`read_buf`](Self::read_buf) doubles it, up to
@@ -113,6 +128,7 @@ impl RecordDecoder {
             failed: None,
             direct_min: DIRECT_MIN,
             direct_end: None,
+            direct_from: 0,
             grow: false,
             grow_on_full_reads: false,
         }
@@ -157,6 +173,12 @@ impl RecordDecoder {
     /// between reads. (It can only be empty after a maximal record's worth of bytes
     /// was buffered without parsing; treat that like a protocol error.)
     pub fn read_buf(&mut self) -> &mut [u8] {
+        self.prepare_read_buf();
+        &mut self.buf[self.end..]
+    }
+
+    /// Makes room at the end of the read buffer (see [`read_buf`](Self::read_buf)).
+    fn prepare_read_buf(&mut self) {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -189,7 +211,6 @@ impl RecordDecoder {
                 self.buf.resize(grown, 0);
             }
         }
-        &mut self.buf[self.end..]
     }
 
     /// The record being assembled, to read into instead of
@@ -209,34 +230,106 @@ impl RecordDecoder {
     /// non-blocking reader draining a socket with many replies queued, which
     /// then needs more reads (0.77-0.93x calls/s).
     pub fn direct_target(&mut self) -> Option<&mut Vec<u8>> {
+        self.offer_direct(true).then_some(&mut self.record)
+    }
+
+    /// Both places one vectored read (`readv`, or `recvmsg` with two
+    /// buffers) fills, in order: the record being assembled, when
+    /// [`direct_target`](Self::direct_target) would offer it, then the read
+    /// buffer. A large reply's body then lands in its record without a copy,
+    /// and what follows it (the next record's mark and header) arrives in the
+    /// same read, so draining a socket of many queued records takes no more
+    /// reads than through the buffer alone. Append at most `direct_room`
+    /// bytes to `direct` (its spare capacity may be larger: a buffer given
+    /// with [`supply_record_buffer`](Self::supply_record_buffer) is kept),
+    /// write the rest at the start of `buf` (only once `direct` has its
+    /// `direct_room`), then call [`targets_filled`](Self::targets_filled).
+    pub fn read_targets(&mut self) -> ReadTargets<'_> {
+        let direct = self.offer_direct(false);
+        self.prepare_read_buf();
+        let direct_room = match self.direct_end {
+            Some(end) if direct => end - self.record.len(),
+            _ => 0,
+        };
+        ReadTargets {
+            direct: direct.then_some(&mut self.record),
+            direct_room,
+            buf: &mut self.buf[self.end..],
+        }
+    }
+
+    /// Whether the next record has no buffer yet (the last one was returned
+    /// by [`next_record`](Self::next_record)), so that one given with
+    /// [`supply_record_buffer`](Self::supply_record_buffer) would be used.
+    pub fn wants_record_buffer(&self) -> bool {
+        self.record.capacity() == 0
+    }
+
+    /// Gives the decoder an empty buffer (e.g. a record already consumed)
+    /// to assemble the next record in, so that it need not allocate one: a
+    /// reused buffer's pages are already mapped, where a fresh allocation of
+    /// tens of KiB often is not. Ignored unless
+    /// [`wants_record_buffer`](Self::wants_record_buffer).
+    pub fn supply_record_buffer(&mut self, mut buf: Vec<u8>) {
+        if self.wants_record_buffer() {
+            buf.clear();
+            self.record = buf;
+        }
+    }
+
+    /// Accounts a read into [`read_targets`](Self::read_targets) of `n`
+    /// bytes in all: those appended to its `direct` record, then the rest at
+    /// the start of its `buf`.
+    pub fn targets_filled(&mut self, n: usize) {
+        let direct_n = match self.direct_end {
+            Some(end) => self.record.len().min(end).saturating_sub(self.direct_from),
+            None => 0,
+        };
+        debug_assert!(
+            n == direct_n || self.direct_end.is_none_or(|end| self.record.len() >= end),
+            "bytes for the read buffer before the direct target was full"
+        );
+        self.direct_filled();
+        self.advance(n.saturating_sub(direct_n));
+    }
+
+    /// Prepares the record being assembled as a direct read target (see
+    /// [`direct_target`](Self::direct_target)); whether it is one. With
+    /// `exact`, its spare capacity is made exactly the missing bytes.
+    fn offer_direct(&mut self, exact: bool) -> bool {
         if self.failed.is_some() || self.start != self.end {
-            return None;
+            return false;
         }
         let State::Body { left, .. } = self.state else {
-            return None;
+            return false;
         };
         // `left` was checked against `max_record` when its mark was parsed.
-        let end = self.record.len().checked_add(left)?;
+        let Some(end) = self.record.len().checked_add(left) else {
+            return false;
+        };
         // A short remainder goes through the read buffer, with what follows
         // it, in one read.
         if end < self.direct_min || left < self.direct_min.min(MIN_READ) {
-            return None;
+            return false;
         }
-        if self.record.capacity() < end {
+        if !exact {
+            self.record.reserve(left);
+        } else if self.record.capacity() < end {
             self.record.reserve_exact(left);
         }
-        if self.record.capacity() != end {
+        if exact && self.record.capacity() != end {
             // Exactly the missing bytes as spare capacity (`with_capacity`
             // guarantees the exact size; `reserve_exact` need not).
             let mut exact = Vec::with_capacity(end);
             exact.extend_from_slice(&self.record);
             self.record = exact;
             if self.record.capacity() != end {
-                return None;
+                return false;
             }
         }
         self.direct_end = Some(end);
-        Some(&mut self.record)
+        self.direct_from = self.record.len();
+        true
     }
 
     /// Accounts the bytes appended to [`direct_target`](Self::direct_target)'s
@@ -361,7 +454,11 @@ impl RecordDecoder {
         let mut pos = self.start;
         let mut state = self.state;
         let mut fragments = self.fragments;
-        let mut size = self.record.len();
+        // The record's size once the fragment being copied is complete.
+        let mut size = match self.state {
+            State::Body { left, .. } => self.record.len().saturating_add(left),
+            State::Mark => self.record.len(),
+        };
         loop {
             match state {
                 State::Mark => {
@@ -505,6 +602,88 @@ mod tests {
         assert!(dec.direct_target().is_none());
         assert_eq!(dec.next_record(), Ok(Some(small)));
         assert_eq!(dec.buffered(), 0);
+    }
+
+    /// A vectored read fills the large record's missing bytes first, then
+    /// the read buffer with the next record, in one read: two records of
+    /// 40,000 bytes arrive in three reads, only the first record's head and
+    /// the second's going through the read buffer.
+    #[test]
+    fn vectored_reads_fill_the_record_then_the_buffer() {
+        let a: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        let b: Vec<u8> = (0..40_000u32).map(|i| (i % 241) as u8).collect();
+        let mut stream = Vec::new();
+        encode_record(&a, &mut stream);
+        encode_record(&b, &mut stream);
+        let mut dec = RecordDecoder::new(1 << 20);
+        let mut fed = 0;
+        let mut reads = Vec::new();
+        let mut records = Vec::new();
+        while fed < stream.len() {
+            let t = dec.read_targets();
+            let direct_room = t.direct_room;
+            let mut n = direct_room.min(stream.len() - fed);
+            if let Some(rec) = t.direct {
+                rec.extend_from_slice(&stream[fed..fed + n]);
+            }
+            let rest = &stream[fed + n..];
+            let b_n = rest.len().min(t.buf.len());
+            t.buf[..b_n].copy_from_slice(&rest[..b_n]);
+            n += b_n;
+            dec.targets_filled(n);
+            reads.push((direct_room, n));
+            fed += n;
+            while let Some(rec) = dec.next_record().unwrap() {
+                records.push(rec);
+            }
+        }
+        assert_eq!(records, vec![a, b]);
+        // 1: buffer only (8 KiB: the first mark and head); 2: the rest of
+        // the first record directly, and 8 KiB of the second through the
+        // buffer; 3: the rest of the second record directly.
+        let head = INITIAL_CHUNK - 4;
+        assert_eq!(
+            reads,
+            vec![
+                (0, INITIAL_CHUNK),
+                (40_000 - head, 40_000 - head + INITIAL_CHUNK),
+                (40_000 - head, 40_000 - head),
+            ]
+        );
+        assert_eq!(dec.buffered(), 0);
+    }
+
+    /// A buffer supplied for the next record holds it (no allocation), and a
+    /// direct read into it is bounded by the fragment, not its capacity.
+    #[test]
+    fn a_supplied_buffer_holds_the_next_record() {
+        let body: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        let mut stream = Vec::new();
+        encode_record(&body, &mut stream);
+        let mut dec = RecordDecoder::new(1 << 20);
+        assert!(dec.wants_record_buffer());
+        let mut used = Vec::with_capacity(64 * 1024);
+        used.extend_from_slice(&[9, 9, 9]); // stale contents, cleared
+        let at = used.as_ptr();
+        dec.supply_record_buffer(used);
+        assert!(!dec.wants_record_buffer());
+        dec.supply_record_buffer(Vec::with_capacity(10)); // ignored
+        let t = dec.read_targets();
+        assert!(t.direct.is_none());
+        t.buf[..INITIAL_CHUNK].copy_from_slice(&stream[..INITIAL_CHUNK]);
+        dec.targets_filled(INITIAL_CHUNK);
+        assert_eq!(dec.next_record(), Ok(None));
+        let t = dec.read_targets();
+        let room = t.direct_room;
+        assert_eq!(room, stream.len() - INITIAL_CHUNK);
+        let rec = t.direct.unwrap();
+        assert!(rec.capacity() - rec.len() > room);
+        rec.extend_from_slice(&stream[INITIAL_CHUNK..]);
+        dec.targets_filled(room);
+        let rec = dec.next_record().unwrap().unwrap();
+        assert_eq!(rec, body);
+        assert_eq!(rec.as_ptr(), at, "the supplied buffer");
+        assert!(dec.wants_record_buffer());
     }
 
     /// Splitting a reply into fragments in place (the real threshold is 2^31 - 1).

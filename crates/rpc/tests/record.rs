@@ -131,6 +131,29 @@ fn has_complete_record_looks_ahead_without_consuming() {
     assert_eq!(dec.buffered(), 2);
 }
 
+/// Mid-fragment, the look-ahead counts the whole fragment towards the
+/// record's size (not only the bytes copied so far), so it foresees the
+/// error the next fragment's mark causes. Found by the fuzz harness.
+#[test]
+fn has_complete_record_counts_the_fragment_being_copied() {
+    let mut stream = fragment(&[1; 60], false);
+    stream.extend(fragment(&[2; 60], true)); // 120 bytes in all, over 100
+    let mut dec = RecordDecoder::new(100);
+    assert!(feed(&mut dec, &stream[..34], 34).unwrap().is_empty());
+    assert_eq!(dec.buffered(), 30);
+    let rest = &stream[34..68]; // the first fragment's last 30 bytes, the second mark
+    dec.read_buf()[..rest.len()].copy_from_slice(rest);
+    dec.advance(rest.len());
+    assert!(dec.has_complete_record());
+    assert!(matches!(
+        dec.next_record(),
+        Err(RecordError::TooLarge {
+            size: 120,
+            max: 100
+        })
+    ));
+}
+
 /// The limit is enforced from the mark alone, before any data arrives.
 #[test]
 fn oversized_record_is_rejected_from_its_mark() {

@@ -294,7 +294,9 @@ impl PendingCall {
         F: FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
     {
         let record = self.state.wait_blocking()?;
-        decode_results(&record, decode)
+        let result = decode_results(&record, decode);
+        self.state.conn.recycle_record(record);
+        result
     }
 }
 
@@ -432,12 +434,16 @@ mod future {
                             Poll::Pending => return Poll::Pending,
                             Poll::Ready(r) => r,
                         };
-                        this.stage = Stage::Done;
                         let result = match (record, this.decode.take()) {
-                            (Ok(record), Some(decode)) => decode_results(&record, decode),
+                            (Ok(record), Some(decode)) => {
+                                let result = decode_results(&record, decode);
+                                call.conn.recycle_record(record);
+                                result
+                            }
                             (Err(e), _) => Err(e),
                             (Ok(_), None) => Err(ClientError::Shutdown),
                         };
+                        this.stage = Stage::Done;
                         return Poll::Ready(result);
                     }
                     Stage::Failed(_) => {

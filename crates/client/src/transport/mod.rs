@@ -187,6 +187,9 @@ pub struct TransportStats {
     /// Socket reads made by a reader task on a tokio runtime (the async
     /// fast path, [`ClientOptions::runtime_reader`]).
     pub runtime_reads: u64,
+    /// Replies assembled in the buffer of an earlier, decoded reply rather
+    /// than a fresh allocation.
+    pub reused_reply_buffers: u64,
     /// Slots in circulation (grown on demand up to `max_slots` per connection).
     pub slots: u64,
     /// TCP connections.
@@ -246,6 +249,7 @@ impl RpcClient {
             t.unknown_replies += s.unknown_replies.load(Ordering::Relaxed);
             t.backlog_waits += s.backlog_waits.load(Ordering::Relaxed);
             t.runtime_reads += s.runtime_reads.load(Ordering::Relaxed);
+            t.reused_reply_buffers += s.reused_reply_buffers.load(Ordering::Relaxed);
             t.slots += u64::from(c.slots.allocated());
         }
         t

@@ -72,3 +72,41 @@ fn connect_from(
     }
     Ok(socket.into())
 }
+
+/// One `recvmsg` filling up to `room` bytes of `direct`'s spare capacity,
+/// then `buf`: the rest of a large reply lands in its record and what follows
+/// it in the read buffer, in one system call
+/// ([`rnfs_rpc::RecordDecoder::read_targets`]). Grows `direct` by the bytes
+/// it received; returns the bytes received in all.
+pub(crate) fn recv_into_two(
+    stream: &TcpStream,
+    direct: &mut Vec<u8>,
+    room: usize,
+    buf: &mut [u8],
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    use std::mem::MaybeUninit;
+
+    let spare = direct.spare_capacity_mut();
+    let room = room.min(spare.len());
+    let spare = &mut spare[..room];
+    #[allow(unsafe_code)]
+    // SAFETY: a `[u8]` seen as `[MaybeUninit<u8>]` has the same layout, and
+    // `recvmsg` only ever writes initialised bytes into it, so `buf` stays
+    // initialised.
+    let buf = unsafe { &mut *(std::ptr::from_mut::<[u8]>(buf) as *mut [MaybeUninit<u8>]) };
+    let mut targets = [
+        socket2::MaybeUninitSlice::new(spare),
+        socket2::MaybeUninitSlice::new(buf),
+    ];
+    let (n, _) = socket2::SockRef::from(stream).recv_vectored_with_flags(&mut targets, flags)?;
+    let len = direct.len() + n.min(room);
+    #[allow(unsafe_code)]
+    // SAFETY: `recvmsg` fills its buffers in order, so it initialised the
+    // first `min(n, room)` bytes of `direct`'s spare capacity, and `len` is
+    // within its capacity.
+    unsafe {
+        direct.set_len(len)
+    };
+    Ok(n)
+}
