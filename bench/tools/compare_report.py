@@ -62,8 +62,9 @@ def read_runs(results):
             file = row.get("json") or ""
             full = file if os.path.isabs(file) else os.path.join(results, file)
             data = load_json(full) if file else None
-            # `rnfs bench fileio` (the files sweep's local baseline) counts ops, not calls.
-            done = (data.get("calls") or data.get("ops") or 0) if isinstance(data, dict) else 0
+            # The local baselines count ops (`rnfs bench fileio`) or entries
+            # (`rnfs bench dirio`), not calls.
+            done = (data.get("calls") or data.get("ops") or data.get("entries") or 0) if isinstance(data, dict) else 0
             ok = row.get("rc") == "0" and done > 0
             row["data"] = data if ok else None
             row["ok"] = ok
@@ -770,12 +771,54 @@ def sweeps_report(results, img_prefix):
           ratios=(("LOOKUP p50 latency", "p50", False), ("LOOKUP p99 latency", "p99", False),
                   ("server CPU per LOOKUP", "srv_cpu", False)))
 
-    table("dirs-readdirplus", "entries", lambda x: f"{x:,.0f}".replace(",", " "),
+    def local_figure(sweep, key):
+        """{(x, rep): figure} of a local baseline's runs (`rnfs bench fileio|dirio`)."""
+        out = {}
+        for r in runs:
+            if r["sweep"] == sweep and r["ok"]:
+                v = get(r["data"], key)
+                if v is not None:
+                    out[(float(r["x"]), r.get("rep"))] = v
+        return out
+
+    def failed_local(sweep, what, xfmt):
+        bad = [r for r in runs if r["sweep"] == sweep and not r["ok"]]
+        for r in bad:
+            lines.append(f"- local baseline {what} {xfmt(float(r['x']))} r{r.get('rep')} FAILED: "
+                         f"{r.get('note') or 'rc ' + str(r.get('rc'))}")
+        if bad:
+            lines.append("")
+
+    def with_local(local, server_key, local_key, own_key):
+        """Pairs each run with the local baseline of the same point and
+        repetition: m[local_key], and m[own_key] = server - local."""
+        def augment(m):
+            lc = local.get((m["x"], m["rep"]))
+            m[local_key] = lc
+            m[own_key] = None if lc is None or m.get(server_key) is None else m[server_key] - lc
+        return augment
+
+    entries_fmt = lambda x: f"{x:,.0f}".replace(",", " ")
+    dirs_local = local_figure("dirs-local-readdirplus", "cpu_ns_per_entry")
+    if dirs_local:
+        lines.append("rnfs's own cost per entry = server CPU ns per entry − local CPU ns per entry, where "
+                     "local is `rnfs bench dirio` listing the same directory right after the point, with no "
+                     "NFS (getdents64, one fstatat per entry): what the kernel costs (dentry and inode "
+                     "lookups, cache misses as the directory grows) is in both and cancels out. Paired by "
+                     "repetition.")
+        lines.append("")
+    failed_local("dirs-local-readdirplus", "dirio", entries_fmt)
+    table("dirs-readdirplus", "entries", entries_fmt,
           [("pages/s", num("cps")), ("entries/s", num("entries_per_s")), ("p50 µs per page", num("p50")),
            ("ns per entry (1/entries/s)", num("ns_per_entry")), ("latency ns per entry", num("lat_ns_per_entry")),
-           ("server CPU ns per entry", num("srv_cpu_ns_per_entry")), ("loadgen CPU µs/call", num("lg_cpu"))],
+           ("server CPU ns per entry", num("srv_cpu_ns_per_entry")), ("loadgen CPU µs/call", num("lg_cpu"))]
+          + ([("local CPU ns/entry", num("local_cpu")), ("rnfs own ns/entry (server CPU - local)", num("own_cpu"))]
+             if dirs_local else []),
           ratios=(("READDIRPLUS time per entry", "ns_per_entry", False),
-                  ("READDIRPLUS server CPU per entry", "srv_cpu_ns_per_entry", False)))
+                  ("READDIRPLUS server CPU per entry", "srv_cpu_ns_per_entry", False),
+                  ("local CPU per entry (the kernel alone, no NFS)", "local_cpu", False, False),
+                  ("READDIRPLUS server CPU per entry minus local CPU per entry (rnfs's own)", "own_cpu", False)),
+          augment=with_local(dirs_local, "srv_cpu_ns_per_entry", "local_cpu", "own_cpu"))
 
     # 4. File size.
     lines.append("### File size 1 MiB → 8 GiB")
@@ -788,30 +831,8 @@ def sweeps_report(results, img_prefix):
                      "repetition; rnfs is flat if that difference is.")
         lines.append("")
 
-    def local_cpu(op):
-        """{(x, rep): local CPU µs per op} of the `rnfs bench fileio` runs."""
-        out = {}
-        for r in runs:
-            if r["sweep"] == f"files-local-{op}" and r["ok"]:
-                v = get(r["data"], "cpu_us_per_op")
-                if v is not None:
-                    out[(float(r["x"]), r.get("rep"))] = v
-        return out
-
     for op in ("read", "write"):
-        bad = [r for r in runs if r["sweep"] == f"files-local-{op}" and not r["ok"]]
-        for r in bad:
-            lines.append(f"- local baseline {op} {human(float(r['x']), 'B')} r{r.get('rep')} FAILED: "
-                         f"{r.get('note') or 'rc ' + str(r.get('rc'))}")
-        if bad:
-            lines.append("")
-
-    def with_local(local):
-        def augment(m):
-            lc = local.get((m["x"], m["rep"]))
-            m["local_cpu"] = lc
-            m["own_cpu"] = None if lc is None or m.get("srv_cpu") is None else m["srv_cpu"] - lc
-        return augment
+        failed_local(f"files-local-{op}", op, lambda x: human(x, "B"))
 
     for op in ("read", "write"):
         table(f"files-{op}", "file size", lambda x: human(x, "B"),
@@ -821,7 +842,8 @@ def sweeps_report(results, img_prefix):
                       ("server CPU per call", "srv_cpu", False),
                       ("local CPU per op (the kernel alone, no NFS)", "local_cpu", False, False),
                       ("server CPU per call minus local CPU per op (rnfs's own)", "own_cpu", False)),
-              augment=with_local(local_cpu(op)))
+              augment=with_local(local_figure(f"files-local-{op}", "cpu_us_per_op"),
+                                 "srv_cpu", "local_cpu", "own_cpu"))
 
     # 5. Exports.
     lines.append("### Exports 1 → 1,000")
@@ -941,6 +963,8 @@ def sweeps_plots(results, runs, sched):
     a = curve(axes[0], "dirs-lookup", "p50", "LOOKUP p50")
     b = curve(axes[1], "dirs-readdirplus", "ns_per_entry", "READDIRPLUS ns per entry (1/entries/s)")
     curve(axes[1], "dirs-readdirplus", "srv_cpu_ns_per_entry", "READDIRPLUS server CPU ns per entry")
+    curve(axes[1], "dirs-local-readdirplus", None, "local getdents + fstatat CPU ns per entry (no NFS)",
+          transform=lambda m, r: get(r["data"], "cpu_ns_per_entry"))
     if a or b:
         curve(axes[0], "dirs-lookup", "p99", "LOOKUP p99")
         axes[0].set_ylabel("latency µs")
@@ -997,6 +1021,10 @@ def main():
         if data.get("tool") == "rnfs-bench-fileio":
             print(f"local {fmt(get(data, 'ops_per_s'))} ops/s, p50 {fmt(get(data, 'latency_us', 'p50'))} us, "
                   f"p99 {fmt(get(data, 'latency_us', 'p99'))} us, CPU {fmt(get(data, 'cpu_us_per_op'))} us/op")
+            return 0
+        if data.get("tool") == "rnfs-bench-dirio":
+            print(f"local {fmt(get(data, 'entries_per_s'))} entries/s, {fmt(get(data, 'ns_per_entry'))} ns/entry, "
+                  f"CPU {fmt(get(data, 'cpu_ns_per_entry'))} ns/entry")
             return 0
         m = metrics(data)
         print(f"{fmt(m['cps'])} calls/s, p50 {fmt(m['p50'])} us, p99 {fmt(m['p99'])} us, "

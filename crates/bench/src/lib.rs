@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod dirio;
 pub mod echo;
 pub mod fileio;
 pub mod load;

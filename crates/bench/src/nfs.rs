@@ -44,7 +44,7 @@ use std::ffi::CStr;
 use std::fs::{self, File};
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::AsFd;
+use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,7 +62,7 @@ use rnfs_server::{Server, ServerConfig};
 use rnfs_vfs::local::{LocalFs, LocalOptions};
 use rnfs_vfs::Filesystem;
 use rnfs_xdr::{Decode, Reader};
-use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, RawDir, StatxFlags};
+use rustix::fs as rfs;
 use serde::Serialize;
 
 use crate::load::Rng;
@@ -310,38 +310,34 @@ fn run_reads(
 /// Lists `dir` as the privileged local backend's READDIRPLUS does in the
 /// kernel (see the module docs): `getdents64` into a 32 KiB buffer, then for
 /// every entry but `.` and `..` the handle lookup by name and
-/// `fstatat(AT_SYMLINK_NOFOLLOW)`. Hands each name to `seen`; returns the
-/// entries listed.
+/// `fstatat(AT_SYMLINK_NOFOLLOW)` ([`crate::dirio::list_once`]). Hands each
+/// name to `seen`; returns the entries listed.
 fn list_local_with(dir: &Path, mut seen: impl FnMut(&CStr)) -> Result<u64, NfsBenchError> {
-    let fd = rfs::open(
-        dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| io_err(dir)(e.into()))?;
     let mut buf = vec![MaybeUninit::<u8>::uninit(); 32 << 10];
-    let mut raw = RawDir::new(fd.as_fd(), &mut buf);
     let mut entries = 0;
-    while let Some(entry) = raw.next() {
-        let entry = entry.map_err(|e| io_err(dir)(e.into()))?;
-        let name = entry.file_name();
-        if matches!(name.to_bytes(), b"." | b"..") {
-            continue;
+    let mut failed = None;
+    crate::dirio::list_once(dir, &mut buf, true, |name, stated| match stated {
+        Ok(()) => {
+            seen(name);
+            entries += 1;
+            ControlFlow::Continue(())
         }
-        let failed = |e: rustix::io::Errno| NfsBenchError::Io {
-            path: dir
-                .join(name.to_string_lossy().as_ref())
-                .display()
-                .to_string(),
-            source: e.into(),
-        };
-        // Stands in for name_to_handle_at(dirfd, name, 0).
-        rfs::statx(&fd, name, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::INO).map_err(failed)?;
-        rfs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(failed)?;
-        seen(name);
-        entries += 1;
+        Err(e) => {
+            failed = Some(NfsBenchError::Io {
+                path: dir
+                    .join(name.to_string_lossy().as_ref())
+                    .display()
+                    .to_string(),
+                source: e.into(),
+            });
+            ControlFlow::Break(())
+        }
+    })
+    .map_err(|e| io_err(dir)(io::Error::other(e)))?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(entries),
     }
-    Ok(entries)
 }
 
 /// `rounds` complete listings by `list`: time per entry, with CPU.

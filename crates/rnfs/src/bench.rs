@@ -59,6 +59,9 @@ pub(crate) enum Which {
     /// Random pread/pwrite on a local file: the kernel's cost per op, no NFS.
     #[command(long_about = FILEIO_ABOUT)]
     Fileio(FileioArgs),
+    /// Directory listings with a stat per entry, locally: the kernel's cost per entry.
+    #[command(long_about = DIRIO_ABOUT)]
+    Dirio(DirioArgs),
 }
 
 const LOAD_ABOUT: &str = "\
@@ -196,6 +199,65 @@ Examples:
   rnfs bench fileio --path /tmp/f --op read --file-size 1G --create
   rnfs bench fileio --path EXPORT/rnfs-bench-load/file-8589934592 --op write \\
       --size 4K --threads 16 --warmup 1 --duration 3 --json -";
+
+const DIRIO_ABOUT: &str = "\
+The file-system work of `rnfs bench load --op readdirplus`, done directly on \
+a local directory with no NFS in between: the local baseline of the \
+directory-size sweep (bench/sweeps --only dirs). Run on the very directory \
+the server listed, it measures what the kernel alone costs per entry (the \
+directory read, a name lookup and an inode's attributes per entry, cache \
+misses as the directory outgrows the CPU's caches), so that the server's CPU \
+per entry minus this CPU per entry is rnfs's own cost per entry.
+
+One thread lists --path again and again: a fresh descriptor per listing \
+(open(2) O_DIRECTORY), getdents64(2) into a --buffer-byte buffer, and one \
+fstatat(2) with AT_SYMLINK_NOFOLLOW per entry other than . and ..: what any \
+server answering READDIRPLUS with current attributes must ask the kernel. \
+Without --handles it takes no file handles: a server that looks each \
+entry's handle up by name pays for that itself; --handles adds it, as a \
+statx(2) with STATX_INO by name standing in for name_to_handle_at(2) (the \
+same path walk and inode read; rnfs's local backend does it for entries \
+whose handle it has not cached). An entry removed between the two calls is \
+skipped and counted as vanished.
+
+After --warmup seconds the run measures for --duration seconds (finishing \
+the stretch of entries under way, at most 4096) and reports entries/s, wall \
+time and this process's CPU time per entry (getrusage(RUSAGE_SELF), user + \
+system, over exactly the measured window), and the listings completed.
+
+The result goes to standard output as text, and with --json FILE as one JSON \
+object (tool rnfs-bench-dirio, schema 1: path, buffer, handles, directory_entries, \
+warmup_s, duration_s, entries, entries_per_s, listings, vanished, cpu_s, \
+cpu_ns_per_entry, ns_per_entry, cpu_window_s); with --json - the JSON goes \
+to standard output and the text to standard error.
+
+Examples:
+  rnfs bench dirio --path /var/tmp
+  rnfs bench dirio --path EXPORT/rnfs-bench-load/dir-1000000 --duration 3 --json -";
+
+/// Options of `rnfs bench dirio`.
+#[derive(Debug, Args)]
+pub(crate) struct DirioArgs {
+    /// The directory to list.
+    #[arg(long, value_name = "DIR")]
+    path: PathBuf,
+    /// getdents64 buffer size (K, M suffixes; 1K to 1M).
+    #[arg(long, default_value = "32K", value_parser = parse_size)]
+    buffer: u64,
+    /// Also look each entry's file handle up by name (a statx(STATX_INO)
+    /// standing in for name_to_handle_at), as a server without a cached handle.
+    #[arg(long)]
+    handles: bool,
+    /// Unmeasured seconds before the measured window.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// Write the result as one JSON object to FILE (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum FileOpArg {
@@ -647,7 +709,19 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         Which::Load(a) => run_load(a),
         Which::EchoServer(a) => run_echo(a),
         Which::Fileio(a) => run_fileio(a),
+        Which::Dirio(a) => run_dirio(a),
     }
+}
+
+fn run_dirio(a: DirioArgs) -> anyhow::Result<()> {
+    use rnfs_bench::dirio::{self, DirIoParams};
+    let mut p = DirIoParams::new(a.path);
+    p.buffer = u32::try_from(a.buffer).context("--buffer must be 1K to 1M")?;
+    p.handles = a.handles;
+    p.warmup = seconds("warmup", a.warmup)?;
+    p.duration = seconds("duration", a.duration)?;
+    let result = dirio::run(&p)?;
+    print_result(a.json, &result)
 }
 
 fn run_fileio(a: FileioArgs) -> anyhow::Result<()> {
