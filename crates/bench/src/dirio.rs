@@ -57,7 +57,7 @@ impl DirIoParams {
     }
 
     fn validate(&self) -> Result<(), DirIoError> {
-        let bad = |name, reason| Err(DirIoError::InvalidParam { name, reason });
+        let bad = |name, reason| Err(crate::InvalidParam { name, reason }.into());
         if !(1024..=(1 << 20)).contains(&self.buffer) {
             return bad("buffer", "must be 1K to 1M");
         }
@@ -73,13 +73,8 @@ impl DirIoParams {
 #[non_exhaustive]
 pub enum DirIoError {
     /// A parameter out of range.
-    #[error("--{name} {reason}")]
-    InvalidParam {
-        /// The option.
-        name: &'static str,
-        /// What is wrong.
-        reason: &'static str,
-    },
+    #[error(transparent)]
+    InvalidParam(#[from] crate::InvalidParam),
     /// A system call on the directory failed.
     #[error("{what} of {}", path.display())]
     Io {
@@ -395,7 +390,7 @@ mod tests {
         p.buffer = 100;
         assert!(matches!(
             run(&p).unwrap_err(),
-            DirIoError::InvalidParam { name: "buffer", .. }
+            DirIoError::InvalidParam(crate::InvalidParam { name: "buffer", .. })
         ));
     }
 }

@@ -96,7 +96,7 @@ impl FileIoParams {
     }
 
     fn validate(&self) -> Result<(), FileIoError> {
-        let bad = |name, reason| Err(FileIoError::InvalidParam { name, reason });
+        let bad = |name, reason| Err(crate::InvalidParam { name, reason }.into());
         if !(1..=(1 << 20)).contains(&self.size) {
             return bad("size", "must be 1 to 1M");
         }
@@ -121,13 +121,8 @@ impl FileIoParams {
 #[non_exhaustive]
 pub enum FileIoError {
     /// A parameter out of range.
-    #[error("--{name} {reason}")]
-    InvalidParam {
-        /// The option.
-        name: &'static str,
-        /// What is wrong.
-        reason: &'static str,
-    },
+    #[error(transparent)]
+    InvalidParam(#[from] crate::InvalidParam),
     /// The file could not be opened (or created, with `create`).
     #[error("cannot open {}", path.display())]
     Open {

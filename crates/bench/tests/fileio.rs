@@ -140,7 +140,9 @@ fn bad_parameters_are_typed_errors() {
         let mut p = params(&path, FileOp::Read);
         break_it(&mut p);
         match fileio::run(&p) {
-            Err(FileIoError::InvalidParam { name: got, .. }) => assert_eq!(got, name),
+            Err(FileIoError::InvalidParam(rnfs_bench::InvalidParam { name: got, .. })) => {
+                assert_eq!(got, name)
+            }
             other => panic!("{name}: expected InvalidParam, got {other:?}"),
         }
     }

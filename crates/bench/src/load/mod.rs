@@ -198,7 +198,7 @@ impl LoadParams {
     }
 
     fn validate(&self) -> Result<(), LoadError> {
-        let bad = |name, reason| Err(LoadError::InvalidParam { name, reason });
+        let bad = |name, reason| Err(crate::InvalidParam { name, reason }.into());
         if self.connections == 0 {
             return bad("connections", "must be at least 1");
         }
@@ -232,13 +232,8 @@ impl LoadParams {
 #[non_exhaustive]
 pub enum LoadError {
     /// A parameter out of range.
-    #[error("--{name} {reason}")]
-    InvalidParam {
-        /// The option.
-        name: &'static str,
-        /// What is wrong.
-        reason: &'static str,
-    },
+    #[error(transparent)]
+    InvalidParam(#[from] crate::InvalidParam),
     /// The URL could not be parsed.
     #[error("{0}")]
     Url(#[from] UrlError),
