@@ -106,6 +106,19 @@ pub(super) struct DirStream {
     pub(super) ctime: Ctime,
     /// Entries read from `fd` that no reply has taken yet.
     pub(super) pending: Pending,
+    /// How many entries this stream has handed out since the directory's
+    /// start, if it read the directory from there with no change seen
+    /// (`None` once it starts elsewhere or the directory changes): at the end
+    /// of the listing, the directory's size in entries.
+    pub(super) listed: Option<u64>,
+}
+
+/// One more entry handed out, for [`DirStream::listed`] (a field of its own:
+/// the stream's descriptor and pending entries are borrowed meanwhile).
+pub(super) fn count_one(listed: &mut Option<u64>) {
+    if let Some(n) = listed {
+        *n += 1;
+    }
 }
 
 /// Directory entries copied out of a `getdents64` buffer, in order, `.` and

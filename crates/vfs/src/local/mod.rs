@@ -165,10 +165,15 @@ pub struct LocalOptions {
     /// of `RLIMIT_NOFILE`). 0 opens a descriptor per call.
     pub dir_streams: usize,
     /// How many handles to remember by inode number for READDIRPLUS (no
-    /// descriptor; about 100 bytes each). A hit saves the entry's
-    /// `name_to_handle_at`. 0 remembers none.
+    /// descriptor; about 115 bytes each, taken as listings fill them). A hit
+    /// saves the entry's `name_to_handle_at`. Only a directory whose entries
+    /// all fit uses them, so the default (2 Mi, at most about 240 MiB) lets a
+    /// directory of a million entries use them. 0 remembers none.
     pub inode_handles: usize,
 }
+
+/// How many directories' sizes `LocalFs::dir_sizes` keeps (16 bytes each).
+const DIR_SIZES: usize = 4096;
 
 impl Default for LocalOptions {
     fn default() -> Self {
@@ -178,7 +183,7 @@ impl Default for LocalOptions {
             open_files: 16_384,
             handle_cache: 65_536,
             dir_streams: 256,
-            inode_handles: 65_536,
+            inode_handles: 2 << 20,
         }
     }
 }
@@ -269,6 +274,9 @@ pub struct LocalFs {
     /// READDIRPLUS: each listed inode's handle with the `ctime` it had then
     /// (see `readdir.rs`, `entry_plus_by_name`).
     inode_handles: ClockCache<InodeHandle, u64>,
+    /// Entries seen by the last complete listing of a directory, by device
+    /// and inode (see `readdir.rs`, `inode_handles_fit`).
+    dir_sizes: ClockCache<u64, (u64, u64)>,
     /// `/proc/self/fd`, to re-open `O_PATH` descriptors with access.
     proc_fd: OwnedFd,
     has_openat2: bool,
@@ -475,6 +483,7 @@ impl LocalFs {
             })),
             dir_streams: ClockCache::new(options.dir_streams.min(fd_limit / 16)),
             inode_handles: ClockCache::new(options.inode_handles),
+            dir_sizes: ClockCache::new(DIR_SIZES),
             proc_fd,
             root: Arc::new(root),
             has_openat2,

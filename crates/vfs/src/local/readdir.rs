@@ -135,6 +135,7 @@ impl LocalFs {
                     }
                     return Ok(false);
                 }
+                dirstreams::count_one(&mut stream.listed);
                 resume_at = entry.cookie;
             }
             stream.pending.advance();
@@ -169,6 +170,7 @@ impl LocalFs {
                         self.keep(dir_fh, resume_at, stream);
                         return Ok(false);
                     }
+                    dirstreams::count_one(&mut stream.listed);
                     resume_at = entry.cookie;
                 }
                 if entries.is_buffer_empty() && len < MAX_BUF {
@@ -176,6 +178,10 @@ impl LocalFs {
                     len *= 2;
                     continue 'refill;
                 }
+            }
+            if let Some(entries) = stream.listed {
+                // What was replaced or evicted is plain data.
+                let _replaced = self.dir_sizes.insert(dir_key(&dir.stat), entries);
             }
             return Ok(true);
         }
@@ -206,6 +212,7 @@ impl LocalFs {
         let ctime = dirstreams::ctime(&dir.stat);
         if stream.ctime != ctime {
             stream.ctime = ctime;
+            stream.listed = None;
             stream.pending.clear();
             rfs::seek(&stream.fd, SeekFrom::Start(position)).ok()?;
         }
@@ -228,6 +235,7 @@ impl LocalFs {
             fd,
             ctime: dirstreams::ctime(&dir.stat),
             pending: Pending::default(),
+            listed: (position == 0).then_some(0),
         })
     }
 
@@ -275,12 +283,20 @@ impl LocalFs {
     }
 
     /// Whether a listing of `dir` may use `inode_handles`: only if all its
-    /// entries could fit (from its size, at 12 bytes or more per entry).
-    /// Listing a larger one would evict an entry per entry and never hit
-    /// (CLOCK under a cyclic scan), at a cost of about 1 us per entry.
+    /// entries fit. Listing a larger one would evict an entry per entry and
+    /// never hit (CLOCK under a cyclic scan), at a cost of about 1 us per
+    /// entry. The count comes from the last complete listing (`dir_sizes`),
+    /// which must fill at most 15/16 of the cache (inodes spread unevenly
+    /// over its shards; the rest is room to grow); a directory not listed to
+    /// its end yet is judged by its size, at 12 bytes or more per entry (a
+    /// bound for ext4 and tmpfs, generous for most: ext4's entries of
+    /// 10-byte names take 20).
     fn inode_handles_fit(&self, dir: &rustix::fs::Stat) -> bool {
-        let most_entries = u64::try_from(dir.st_size).unwrap_or(u64::MAX) / 12;
-        most_entries <= self.inode_handles.capacity() as u64
+        let capacity = self.inode_handles.capacity() as u64;
+        match self.dir_sizes.get(&dir_key(dir)) {
+            Some(entries) => entries.saturating_mul(16) <= capacity.saturating_mul(15),
+            None => u64::try_from(dir.st_size).unwrap_or(u64::MAX) / 12 <= capacity,
+        }
     }
 
     /// READDIRPLUS data of the entry `name` of `dir`, which `getdents` listed
@@ -383,6 +399,11 @@ impl LocalFs {
         }
         Some((handle, self.attr(&stat)))
     }
+}
+
+/// A directory's key in `dir_sizes`: its device and inode.
+fn dir_key(dir: &rustix::fs::Stat) -> (u64, u64) {
+    (dir.st_dev, dir.st_ino)
 }
 
 /// How READDIRPLUS describes each entry (`LocalFs::entry_plus`).
@@ -602,8 +623,88 @@ mod tests {
         // Every entry is described either way ("." and ".." too).
         assert_eq!(list(b"large"), 2002);
         assert_eq!(fs.inode_handles.len(), 0);
+        // Counted now, and still too many.
+        assert_eq!(list(b"large"), 2002);
+        assert_eq!(fs.inode_handles.len(), 0);
         assert_eq!(list(b"small"), 7);
         assert_eq!(fs.inode_handles.len(), 5);
+    }
+
+    /// A directory whose size in bytes suggests more entries than the cache
+    /// holds is listed without it until a complete listing, in pages that
+    /// each resume the last one's descriptor, has counted its entries; from
+    /// then on it remembers them. A listing that did not start at the
+    /// beginning counts nothing.
+    #[test]
+    fn a_complete_listing_counts_the_entries_that_decide_the_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mid = dir.path().join("mid");
+        std::fs::create_dir(&mid).unwrap();
+        let entries = 100;
+        for i in 0..entries {
+            std::fs::write(mid.join(format!("{i:03}{}", "x".repeat(200))), b"").unwrap();
+        }
+        // The largest cache (a multiple of its 16 shards) that the size
+        // estimate (12 bytes per entry) says is too small.
+        let estimate = std::fs::metadata(&mid).unwrap().size() / 12;
+        let capacity = (estimate - 1) / 16 * 16;
+        if capacity * 15 < entries * 16 {
+            eprintln!("skipped: this file system's directory size ({estimate} x 12) is too small");
+            return;
+        }
+        // Streams of a directory changed in the last few ms are not kept.
+        let ctime = |path: &std::path::Path| {
+            let m = std::fs::metadata(path).unwrap();
+            (m.ctime(), m.ctime_nsec().unsigned_abs())
+        };
+        while !dirstreams::settled(ctime(&mid), SystemTime::now()) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let options = LocalOptions {
+            inode_handles: usize::try_from(capacity).unwrap(),
+            ..LocalOptions::default()
+        };
+        let fs = LocalFs::open(dir.path(), options).unwrap();
+        if !fs.privileged() {
+            eprintln!("skipped: the by-name path is for privileged backends");
+            return;
+        }
+        let (fh, _, _) = fs.lookup(&Cred::root(), &fs.root(), b"mid").unwrap();
+        // Pages of 30 entries from `cookie`; the number described.
+        let list_from = |mut cookie: u64| {
+            let mut described = 0;
+            loop {
+                let mut room = 30;
+                let page = fs
+                    .readdir(&Cred::root(), &fh, cookie, VERIFIER, true, &mut |e| {
+                        if room == 0 {
+                            return false;
+                        }
+                        room -= 1;
+                        described += usize::from(e.plus.is_some());
+                        cookie = e.cookie;
+                        true
+                    })
+                    .unwrap();
+                if page.eof {
+                    return described;
+                }
+            }
+        };
+        // After the first three files: no count.
+        let (mut taken, mut after_three) = (0, 0);
+        fs.readdir(&Cred::root(), &fh, 0, VERIFIER, false, &mut |e| {
+            after_three = e.cookie;
+            taken += 1;
+            taken < 5
+        })
+        .unwrap();
+        assert_eq!(list_from(after_three), 97);
+        assert_eq!(fs.inode_handles.len(), 0);
+        assert_eq!(list_from(0), 102);
+        assert_eq!(fs.inode_handles.len(), 0);
+        assert_eq!(list_from(0), 102);
+        assert_eq!(fs.inode_handles.len(), 100);
     }
 
     /// Every kind of entry is described by name as LOOKUP describes it. Then
