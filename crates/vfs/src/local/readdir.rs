@@ -605,20 +605,7 @@ mod tests {
         let root = fs.root();
         let list = |name: &[u8]| {
             let (fh, _, _) = fs.lookup(&Cred::root(), &root, name).unwrap();
-            let mut described = 0;
-            let mut cookie = 0;
-            loop {
-                let page = fs
-                    .readdir(&Cred::root(), &fh, cookie, VERIFIER, true, &mut |e| {
-                        described += usize::from(e.plus.is_some());
-                        cookie = e.cookie;
-                        true
-                    })
-                    .unwrap();
-                if page.eof {
-                    return described;
-                }
-            }
+            described_from(&fs, &fh, 0, usize::MAX)
         };
         // Every entry is described either way ("." and ".." too).
         assert_eq!(list(b"large"), 2002);
@@ -670,27 +657,7 @@ mod tests {
             return;
         }
         let (fh, _, _) = fs.lookup(&Cred::root(), &fs.root(), b"mid").unwrap();
-        // Pages of 30 entries from `cookie`; the number described.
-        let list_from = |mut cookie: u64| {
-            let mut described = 0;
-            loop {
-                let mut room = 30;
-                let page = fs
-                    .readdir(&Cred::root(), &fh, cookie, VERIFIER, true, &mut |e| {
-                        if room == 0 {
-                            return false;
-                        }
-                        room -= 1;
-                        described += usize::from(e.plus.is_some());
-                        cookie = e.cookie;
-                        true
-                    })
-                    .unwrap();
-                if page.eof {
-                    return described;
-                }
-            }
-        };
+        let list_from = |cookie| described_from(&fs, &fh, cookie, 30);
         // After the first three files: no count.
         let (mut taken, mut after_three) = (0, 0);
         fs.readdir(&Cred::root(), &fh, 0, VERIFIER, false, &mut |e| {
@@ -705,6 +672,29 @@ mod tests {
         assert_eq!(fs.inode_handles.len(), 0);
         assert_eq!(list_from(0), 102);
         assert_eq!(fs.inode_handles.len(), 100);
+    }
+
+    /// Lists `dir` with READDIRPLUS from `cookie` to its end, in pages of
+    /// `page` entries; how many entries came with handle and attributes.
+    fn described_from(fs: &LocalFs, dir: &BackendHandle, mut cookie: u64, page: usize) -> usize {
+        let mut described = 0;
+        loop {
+            let mut room = page;
+            let end = fs
+                .readdir(&Cred::root(), dir, cookie, VERIFIER, true, &mut |e| {
+                    if room == 0 {
+                        return false;
+                    }
+                    room -= 1;
+                    described += usize::from(e.plus.is_some());
+                    cookie = e.cookie;
+                    true
+                })
+                .unwrap();
+            if end.eof {
+                return described;
+            }
+        }
     }
 
     /// Every kind of entry is described by name as LOOKUP describes it. Then
