@@ -1,7 +1,7 @@
 //! Plain data passed across the [`Filesystem`](crate::Filesystem) trait.
 
 /// Opaque backend handle bytes, at most [`Self::MAX_LEN`] long, stored inline.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct BackendHandle {
     len: u8,
     bytes: [u8; Self::MAX_LEN],
@@ -28,6 +28,15 @@ impl BackendHandle {
     /// The handle's bytes.
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
+    }
+}
+
+/// Hashes the handle's bytes only, not the zeroed tail of the inline array: a
+/// handle is hashed on every cache lookup, and local handles are 9 to 25 of the
+/// 40 bytes. Consistent with `Eq`: equal handles have equal `as_bytes`.
+impl std::hash::Hash for BackendHandle {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
     }
 }
 

@@ -4,14 +4,18 @@
 //! Every operation is O(1) (eviction amortised: the hand clears at most one
 //! "referenced" bit per slot it passes). The map is split into shards, each
 //! behind its own mutex held only for a hash lookup, so service threads working on
-//! different files rarely meet. Values are handed out as clones (`Arc`s): an
+//! different files rarely meet. A key is hashed once per operation: the hash's
+//! high half picks the shard, and the shard's table (hashbrown's `HashTable`
+//! of slot indexes; each slot keeps its key's hash for eviction and growth)
+//! works from the low half. Values are handed out as clones (`Arc`s): an
 //! evicted descriptor stays open until the last caller using it drops its clone,
 //! and is dropped outside the shard lock. A value with one user at a time (an
 //! open directory stream) is taken out with `remove` and inserted back.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use hashbrown::HashTable;
 
 use crate::BackendHandle;
 
@@ -25,9 +29,10 @@ pub(super) struct ClockCache<V, K = BackendHandle> {
     capacity: usize,
 }
 
-/// One shard. `map` gives each key's index in `slots`; `slots.len() <= cap`.
+/// One shard. `table` holds each slot's index, found by the slot's hash;
+/// `slots.len() <= cap`.
 struct Shard<V, K> {
-    map: HashMap<K, usize>,
+    table: HashTable<usize>,
     slots: Vec<Slot<V, K>>,
     hand: usize,
     cap: usize,
@@ -35,9 +40,36 @@ struct Shard<V, K> {
 
 struct Slot<V, K> {
     key: K,
+    /// `key`'s hash, for the table (its growth, and removal on eviction).
+    hash: u64,
     value: V,
     /// Set on every hit; the clock hand clears it once before evicting.
     referenced: bool,
+}
+
+impl<V, K: Eq> Shard<V, K> {
+    /// The index of `key`'s slot.
+    fn find(&self, hash: u64, key: &K) -> Option<usize> {
+        let slots = &self.slots;
+        self.table.find(hash, |&i| slots[i].key == *key).copied()
+    }
+
+    /// Points the table entry of slot `from` (whose key hashes to `hash`) at
+    /// `to`, or removes it (`None`).
+    fn repoint(&mut self, hash: u64, from: usize, to: Option<usize>) {
+        if let Ok(entry) = self.table.find_entry(hash, |&i| i == from) {
+            match to {
+                Some(to) => *entry.into_mut() = to,
+                None => drop(entry.remove()),
+            }
+        }
+    }
+
+    /// Adds `index` to the table under `hash`.
+    fn index(&mut self, hash: u64, index: usize) {
+        let slots = &self.slots;
+        let _ = self.table.insert_unique(hash, index, |&i| slots[i].hash);
+    }
 }
 
 impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
@@ -52,7 +84,7 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
         let shards = (0..shard_count)
             .map(|_| {
                 Mutex::new(Shard {
-                    map: HashMap::new(),
+                    table: HashTable::new(),
                     slots: Vec::new(),
                     hand: 0,
                     cap: per_shard,
@@ -71,36 +103,42 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
         self.capacity
     }
 
-    fn shard(&self, key: &K) -> MutexGuard<'_, Shard<V, K>> {
-        let index = (self.hasher.hash_one(key) as usize) % self.shards.len();
+    /// `key`'s hash and its shard, locked.
+    fn shard(&self, key: &K) -> (u64, MutexGuard<'_, Shard<V, K>>) {
+        let hash = self.hasher.hash_one(key);
+        // The high half: the table's buckets and tags come from the rest.
+        let index = ((hash >> 32) as usize) % self.shards.len();
         // A panic while holding a shard lock cannot leave the shard inconsistent in
         // a way that matters (at worst a stale index, checked on use), so a
         // poisoned lock is simply taken over.
-        self.shards[index]
+        let shard = self.shards[index]
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner);
+        (hash, shard)
     }
 
     /// Caches `value` for `key`, replacing any previous value. Returns what was
     /// replaced or evicted, for the caller to drop outside the lock.
     pub(super) fn insert(&self, key: K, value: V) -> Option<V> {
-        let mut guard = self.shard(&key);
+        let (hash, mut guard) = self.shard(&key);
         let shard = &mut *guard;
         if shard.cap == 0 {
             return Some(value);
         }
-        if let Some(&index) = shard.map.get(&key) {
+        if let Some(index) = shard.find(hash, &key) {
             let slot = &mut shard.slots[index];
             slot.referenced = true;
             return Some(std::mem::replace(&mut slot.value, value));
         }
         if shard.slots.len() < shard.cap {
-            shard.map.insert(key, shard.slots.len());
+            let index = shard.slots.len();
             shard.slots.push(Slot {
                 key,
+                hash,
                 value,
                 referenced: false,
             });
+            shard.index(hash, index);
             return None;
         }
         // CLOCK: pass over recently used slots once, evict the first that is not.
@@ -112,10 +150,11 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
                 shard.hand = hand + 1;
                 continue;
             }
-            let old_key = std::mem::replace(&mut slot.key, key);
+            let old_hash = std::mem::replace(&mut slot.hash, hash);
+            slot.key = key;
             let old = std::mem::replace(&mut slot.value, value);
-            shard.map.remove(&old_key);
-            shard.map.insert(key, hand);
+            shard.repoint(old_hash, hand, None);
+            shard.index(hash, hand);
             shard.hand = hand + 1;
             return Some(old);
         }
@@ -123,17 +162,20 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
 
     /// Whether a value is cached for `key`.
     pub(super) fn contains(&self, key: &K) -> bool {
-        self.shard(key).map.contains_key(key)
+        let (hash, shard) = self.shard(key);
+        shard.find(hash, key).is_some()
     }
 
     /// Forgets `key`. Returns its value, for the caller to drop outside the lock.
     pub(super) fn remove(&self, key: &K) -> Option<V> {
-        let mut guard = self.shard(key);
+        let (hash, mut guard) = self.shard(key);
         let shard = &mut *guard;
-        let index = shard.map.remove(key)?;
+        let index = shard.find(hash, key)?;
+        shard.repoint(hash, index, None);
         let slot = shard.slots.swap_remove(index);
-        if let Some(moved) = shard.slots.get(index) {
-            shard.map.insert(moved.key, index);
+        let last = shard.slots.len();
+        if let Some(moved_hash) = shard.slots.get(index).map(|moved| moved.hash) {
+            shard.repoint(moved_hash, last, Some(index));
         }
         Some(slot.value)
     }
@@ -156,8 +198,8 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
 impl<V: Clone, K: Hash + Eq + Copy> ClockCache<V, K> {
     /// The value cached for `key`, marking it recently used.
     pub(super) fn get(&self, key: &K) -> Option<V> {
-        let mut shard = self.shard(key);
-        let index = *shard.map.get(key)?;
+        let (hash, mut shard) = self.shard(key);
+        let index = shard.find(hash, key)?;
         let slot = shard.slots.get_mut(index)?;
         slot.referenced = true;
         Some(slot.value.clone())
@@ -237,6 +279,58 @@ mod tests {
         for i in 0..500u32 {
             let expect = (i % 3 != 0).then_some(i);
             assert_eq!(cache.get(&key(i)), expect);
+        }
+    }
+
+    /// Every slot is in its shard's table under its own hash, and nothing else is.
+    fn assert_consistent<V, K: Hash + Eq + Copy + std::fmt::Debug>(cache: &ClockCache<V, K>) {
+        for shard in &cache.shards {
+            let shard = shard.lock().unwrap();
+            assert_eq!(shard.table.len(), shard.slots.len());
+            assert!(shard.slots.len() <= shard.cap);
+            for (i, slot) in shard.slots.iter().enumerate() {
+                assert_eq!(cache.hasher.hash_one(slot.key), slot.hash);
+                assert_eq!(shard.find(slot.hash, &slot.key), Some(i), "{:?}", slot.key);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Random inserts, gets and removes over few keys, against a model:
+        /// what the cache returns is always the model's latest value for the
+        /// key, a key just inserted is there, and the table and slots stay in
+        /// step through evictions and removals.
+        #[test]
+        fn random_operations_agree_with_a_model(
+            ops in proptest::collection::vec((0u8..4, 0u32..64), 1..3000)
+        ) {
+            let cache = ClockCache::with_shards(24, 2);
+            let mut model = std::collections::HashMap::new();
+            for (step, (op, k)) in ops.into_iter().enumerate() {
+                let k = key(k);
+                match op {
+                    0 | 1 => {
+                        let _ = cache.insert(k, step);
+                        model.insert(k, step);
+                        proptest::prop_assert_eq!(cache.get(&k), Some(step));
+                    }
+                    2 => {
+                        if let Some(v) = cache.remove(&k) {
+                            proptest::prop_assert_eq!(Some(&v), model.get(&k));
+                        }
+                        proptest::prop_assert_eq!(cache.get(&k), None);
+                    }
+                    _ => {
+                        if let Some(v) = cache.get(&k) {
+                            proptest::prop_assert_eq!(Some(&v), model.get(&k));
+                        }
+                    }
+                }
+                if step % 97 == 0 {
+                    assert_consistent(&cache);
+                }
+            }
+            assert_consistent(&cache);
         }
     }
 
