@@ -18,10 +18,15 @@ use rnfs_rpc::ReplyStatus;
 const PROG: u32 = 400_124;
 /// Every case must end well within this.
 const BOUND: Duration = Duration::from_secs(5);
+/// The call timeout where the case ends in one.
+const SHORT: Duration = Duration::from_millis(200);
+/// The call timeout where the server answers: a loaded machine may take more
+/// than [`SHORT`], which would retransmit or time the call out.
+const PATIENT: Duration = Duration::from_secs(10);
 
-fn client(addr: SocketAddr, max_reply: usize) -> RpcClient {
+fn client(addr: SocketAddr, timeout: Duration, max_reply: usize) -> RpcClient {
     let opts = ClientOptions {
-        timeout: Duration::from_millis(200),
+        timeout,
         retrans: 1,
         max_reply,
         ..ClientOptions::default()
@@ -47,10 +52,15 @@ fn a_server_that_never_answers_times_out_after_the_retransmissions() {
             seen.lock().unwrap().push(xid);
         }
     });
-    let rpc = client(addr, 1 << 20);
+    let rpc = client(addr, SHORT, 1 << 20);
     let (r, took) = call(&rpc);
     assert!(matches!(r, Err(ClientError::TimedOut)), "{r:?}");
     assert!(took >= Duration::from_millis(400), "two timeouts: {took:?}");
+    // The server's thread may not have read the retransmission yet.
+    let start = Instant::now();
+    while xids.lock().unwrap().len() < 2 && start.elapsed() < BOUND {
+        thread::sleep(Duration::from_millis(2));
+    }
     let xids = xids.lock().unwrap().clone();
     assert_eq!(xids.len(), 2, "the call and one retransmission");
     assert_eq!(xids[0], xids[1]);
@@ -67,7 +77,7 @@ fn a_truncated_record_times_out() {
         }
         while peer.next_xid().is_some() {}
     });
-    let (r, _) = call(&client(addr, 1 << 20));
+    let (r, _) = call(&client(addr, SHORT, 1 << 20));
     assert!(matches!(r, Err(ClientError::TimedOut)), "{r:?}");
 }
 
@@ -81,7 +91,7 @@ fn garbage_records_are_dropped_and_counted() {
             peer.send(&reply(xid, ReplyStatus::Success, &[0, 0, 0, 42]));
         }
     });
-    let rpc = client(addr, 1 << 20);
+    let rpc = client(addr, PATIENT, 1 << 20);
     let (r, _) = call(&rpc);
     assert_eq!(r.unwrap(), 42);
     assert_eq!(rpc.stats().unknown_replies, 3);
@@ -95,7 +105,7 @@ fn a_garbage_byte_stream_fails_the_call_as_a_bad_reply() {
             peer.send(b"HTTP/1.1 400 Bad Request\r\n\r\n");
         }
     });
-    let (r, _) = call(&client(addr, 1 << 20));
+    let (r, _) = call(&client(addr, PATIENT, 1 << 20));
     assert!(
         matches!(&r, Err(ClientError::BadReply(m)) if m.contains("exceeds")),
         "{r:?}"
@@ -121,7 +131,7 @@ fn replies_with_unknown_xids_are_dropped_not_fatal() {
             peer.send(&reply(xid, ReplyStatus::Success, &[0, 0, 0, 4]));
         }
     });
-    let rpc = client(addr, 1 << 20);
+    let rpc = client(addr, PATIENT, 1 << 20);
     assert_eq!(call(&rpc).0.unwrap(), 3);
     assert_eq!(call(&rpc).0.unwrap(), 3);
     let start = Instant::now();
@@ -139,7 +149,7 @@ fn a_record_over_max_reply_is_a_bad_reply() {
             peer.send(&reply(xid, ReplyStatus::Success, &[7; 8192]));
         }
     });
-    let (r, _) = call(&client(addr, 4096));
+    let (r, _) = call(&client(addr, PATIENT, 4096));
     assert!(
         matches!(&r, Err(ClientError::BadReply(m)) if m.contains("exceeds")),
         "{r:?}"
@@ -153,7 +163,7 @@ fn results_that_do_not_decode_are_a_bad_reply() {
             peer.send(&reply(xid, ReplyStatus::Success, &[0, 1]));
         }
     });
-    let (r, _) = call(&client(addr, 1 << 20));
+    let (r, _) = call(&client(addr, PATIENT, 1 << 20));
     assert!(matches!(r, Err(ClientError::BadReply(_))), "{r:?}");
 }
 
@@ -167,7 +177,7 @@ fn a_call_message_instead_of_a_reply_is_a_bad_reply() {
             peer.send(&record(&msg));
         }
     });
-    let (r, _) = call(&client(addr, 1 << 20));
+    let (r, _) = call(&client(addr, PATIENT, 1 << 20));
     assert!(matches!(r, Err(ClientError::BadReply(_))), "{r:?}");
 }
 
@@ -178,7 +188,7 @@ fn an_rpc_level_refusal_is_reported() {
             peer.send(&reply(xid, ReplyStatus::ProgUnavail, &[]));
         }
     });
-    let (r, _) = call(&client(addr, 1 << 20));
+    let (r, _) = call(&client(addr, PATIENT, 1 << 20));
     assert!(
         matches!(r, Err(ClientError::Rpc(ReplyStatus::ProgUnavail))),
         "{r:?}"
@@ -194,7 +204,7 @@ fn a_server_closing_mid_reply_every_time_fails_in_bounded_time() {
         }
         // Dropping `peer` closes the connection.
     });
-    let rpc = client(addr, 1 << 20);
+    let rpc = client(addr, SHORT, 1 << 20);
     let (r, _) = call(&rpc);
     assert!(
         matches!(r, Err(ClientError::TimedOut | ClientError::Disconnected(_))),
@@ -210,7 +220,7 @@ fn a_server_that_goes_away_gives_disconnected() {
     let addr = fake_server_accepting(1, |_, mut peer| {
         let _ = peer.next_xid();
     });
-    let rpc = client(addr, 1 << 20);
+    let rpc = client(addr, SHORT, 1 << 20);
     let (r, _) = call(&rpc);
     assert!(matches!(&r, Err(ClientError::Disconnected(_))), "{r:?}");
 }

@@ -156,7 +156,8 @@ fn connections_are_capped_and_slow_ones_time_out() {
         waited >= timeout - Duration::from_millis(50),
         "served after {waited:?}, before a slot was free"
     );
-    assert!(waited < timeout * 4, "served only after {waited:?}");
+    // Bounds in seconds: a loaded machine may be slow to serve it.
+    assert!(waited < timeout * 8, "served only after {waited:?}");
     // The slow ones were closed, with at most a 408 and no metrics.
     for s in &mut slow {
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -165,7 +166,7 @@ fn connections_are_capped_and_slow_ones_time_out() {
         let text = String::from_utf8_lossy(&buf);
         assert!(!text.contains("rnfs_"), "{text}");
     }
-    assert!(start.elapsed() < timeout * 4);
+    assert!(start.elapsed() < timeout * 8);
     server.shutdown();
 }
 
@@ -181,7 +182,8 @@ fn shutdown_closes_the_port_and_a_taken_port_is_an_error() {
     let _idle = TcpStream::connect(addr).unwrap();
     let start = Instant::now();
     server.shutdown();
-    assert!(start.elapsed() < Duration::from_secs(2));
+    // Not the 10 s request timeout, with room for a loaded machine.
+    assert!(start.elapsed() < Duration::from_secs(5));
     assert!(TcpStream::connect(addr).is_err(), "still listening");
 }
 

@@ -153,11 +153,11 @@ fn automatic_sizing_grows_under_load_and_retires_when_idle() {
             push(s.enqueuer(), &tasks[(i % 64) as usize], i);
         }
         assert!(wait_until(LIMIT, || processed(&s) == 400), "{policy}");
+        // Counted by the new thread itself once it runs. Not `threads > 2`:
+        // on a loaded machine the extra threads may retire (200 ms idle) before
+        // this line runs.
         let grown = s.stats().total();
-        assert!(
-            grown.spawned >= 1 && grown.threads > 2,
-            "{policy}: {grown:?}"
-        );
+        assert!(grown.spawned >= 1, "{policy}: {grown:?}");
         assert!(grown.threads <= 16, "{policy}: {grown:?}");
         assert!(
             wait_until(LIMIT, || s.stats().total().threads == 2),

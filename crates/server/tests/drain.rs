@@ -215,8 +215,9 @@ fn drain_under_load(threads: usize, depth: u32, proc_: u32) -> DrainOutcome {
         outcome.in_flight_at_start <= u64::from(CONNS * depth),
         "{outcome:?}"
     );
-    // Calls take 50 ms at most; the timeout is 10 s.
-    assert!(outcome.elapsed < Duration::from_secs(2), "{outcome:?}");
+    // Calls take 50 ms at most; the timeout is 10 s (a loaded machine may
+    // take seconds, not the whole timeout).
+    assert!(outcome.elapsed < Duration::from_secs(5), "{outcome:?}");
     assert_eq!(server.in_flight(), 0);
     assert_eq!(server.stats_snapshot().transport.in_flight, 0);
     assert_refused(addr);
@@ -260,8 +261,9 @@ fn drain_gives_up_at_the_timeout_with_the_call_still_running() {
     assert_eq!(outcome.in_flight_at_start, 1, "{outcome:?}");
     assert_eq!(outcome.remaining, 1, "{outcome:?}");
     assert!(outcome.elapsed >= timeout, "{outcome:?}");
+    // Well before the gated call would end (GATE_MAX), even on a loaded machine.
     assert!(
-        outcome.elapsed < timeout + Duration::from_secs(1),
+        outcome.elapsed < timeout + Duration::from_secs(5),
         "{outcome:?}"
     );
     assert_refused(addr(&server));
