@@ -8,10 +8,9 @@ mod fake_server;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use fake_server::{fake_server, fake_server_accepting, record, reply};
+use fake_server::{eventually, fake_server, fake_server_accepting, record, reply};
 use rnfs_client::{ClientError, ClientOptions, Credential, RpcClient};
 use rnfs_rpc::ReplyStatus;
 
@@ -57,10 +56,9 @@ fn a_server_that_never_answers_times_out_after_the_retransmissions() {
     assert!(matches!(r, Err(ClientError::TimedOut)), "{r:?}");
     assert!(took >= Duration::from_millis(400), "two timeouts: {took:?}");
     // The server's thread may not have read the retransmission yet.
-    let start = Instant::now();
-    while xids.lock().unwrap().len() < 2 && start.elapsed() < BOUND {
-        thread::sleep(Duration::from_millis(2));
-    }
+    eventually("the retransmission read", || {
+        xids.lock().unwrap().len() >= 2
+    });
     let xids = xids.lock().unwrap().clone();
     assert_eq!(xids.len(), 2, "the call and one retransmission");
     assert_eq!(xids[0], xids[1]);
@@ -134,11 +132,7 @@ fn replies_with_unknown_xids_are_dropped_not_fatal() {
     let rpc = client(addr, PATIENT, 1 << 20);
     assert_eq!(call(&rpc).0.unwrap(), 3);
     assert_eq!(call(&rpc).0.unwrap(), 3);
-    let start = Instant::now();
-    while rpc.stats().unknown_replies < 6 {
-        assert!(start.elapsed() < BOUND);
-        thread::sleep(Duration::from_millis(2));
-    }
+    eventually("6 unknown replies", || rpc.stats().unknown_replies >= 6);
     assert_eq!(rpc.stats().unknown_replies, 6);
 }
 

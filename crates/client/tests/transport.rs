@@ -16,18 +16,9 @@ use std::time::{Duration, Instant};
 
 use calls::{call_u32, options, PROG};
 use common::{Backend, TestServer};
-use fake_server::{fake_server, Call};
+use fake_server::{eventually, fake_server, Call};
 use rnfs_client::{ClientError, ClientOptions, Credential, RpcClient};
 use rnfs_nfs3::{CreateHow3, Sattr3, StableHow};
-
-/// Waits until `cond` holds (at most 10 s).
-fn eventually(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < Duration::from_secs(10), "never: {what}");
-        thread::sleep(Duration::from_millis(2));
-    }
-}
 
 #[test]
 fn out_of_order_replies_reach_their_own_callers() {

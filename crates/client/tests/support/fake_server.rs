@@ -8,6 +8,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread;
+use std::time::{Duration, Instant};
 
 use rnfs_rpc::{decode_call, encode_record, OpaqueAuth, RecordDecoder, ReplyHeader, ReplyStatus};
 use rnfs_xdr::{Encode, Reader, Writer};
@@ -112,4 +113,14 @@ pub(crate) fn fake_server_accepting(
         }
     });
     addr
+}
+
+/// Waits until `cond` holds (at most 10 s): what a fake server's thread has
+/// seen may trail what the client already returned.
+pub(crate) fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(10), "never: {what}");
+        thread::sleep(Duration::from_millis(2));
+    }
 }

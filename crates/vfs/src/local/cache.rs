@@ -170,8 +170,9 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
     pub(super) fn remove(&self, key: &K) -> Option<V> {
         let (hash, mut guard) = self.shard(key);
         let shard = &mut *guard;
-        let index = shard.find(hash, key)?;
-        shard.repoint(hash, index, None);
+        let slots = &shard.slots;
+        let entry = shard.table.find_entry(hash, |&i| slots[i].key == *key);
+        let (index, _) = entry.ok()?.remove();
         let slot = shard.slots.swap_remove(index);
         let last = shard.slots.len();
         if let Some(moved_hash) = shard.slots.get(index).map(|moved| moved.hash) {

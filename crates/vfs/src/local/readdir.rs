@@ -504,11 +504,7 @@ mod tests {
         let (fourth, _) = page(third, 10);
         // Still recent now, so it was when the call began. (A loaded machine
         // may reach this line after the change has settled: then it may be kept.)
-        let m = std::fs::metadata(dir.path()).unwrap();
-        if !dirstreams::settled(
-            (m.ctime(), m.ctime_nsec().unsigned_abs()),
-            SystemTime::now(),
-        ) {
+        if !settled_now(dir.path()) {
             assert_eq!(fs.dir_streams.len(), 0);
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -648,11 +644,7 @@ mod tests {
             return;
         }
         // Streams of a directory changed in the last few ms are not kept.
-        let ctime = |path: &std::path::Path| {
-            let m = std::fs::metadata(path).unwrap();
-            (m.ctime(), m.ctime_nsec().unsigned_abs())
-        };
-        while !dirstreams::settled(ctime(&mid), SystemTime::now()) {
+        while !settled_now(&mid) {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let options = LocalOptions {
@@ -680,6 +672,12 @@ mod tests {
         assert_eq!(fs.inode_handles.len(), 0);
         assert_eq!(list_from(0), 102);
         assert_eq!(fs.inode_handles.len(), 100);
+    }
+
+    /// Whether `path` changed long enough ago for its streams to be kept.
+    fn settled_now(path: &std::path::Path) -> bool {
+        let stat = rustix::fs::stat(path).unwrap();
+        dirstreams::settled(dirstreams::ctime(&stat), SystemTime::now())
     }
 
     /// Lists `dir` with READDIRPLUS from `cookie` to its end, in pages of
