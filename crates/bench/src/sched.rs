@@ -9,6 +9,11 @@
 //! - **loopback**: a real `rnfs` server on 127.0.0.1 and client threads doing
 //!   NULL calls over `connections` TCP connections, closed loop.
 //!
+//! A third kind of policy, `tokio`, runs only in-process: each call is
+//! spawned as a task on a tokio multi-thread runtime with as many workers as
+//! service threads (no busy flag, no waking bound, no counters of its own),
+//! so the question "why not tokio?" has a number beside the answer.
+//!
 //! Per run: hand-off latency (enqueue to a thread picking the task up)
 //! min/mean/p50/p99/max and in 300 ns bins, calls/s, wake-ups per call,
 //! wasted wake-ups, peak woken-but-not-running, and context switches per
@@ -46,13 +51,49 @@ impl Mode {
     }
 }
 
+/// A policy under test: one of the scheduler's, or the tokio baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchPolicy {
+    /// An `rnfs_sched` policy.
+    Sched(Policy),
+    /// Each call spawned on a tokio multi-thread runtime (in-process only).
+    Tokio,
+}
+
+impl BenchPolicy {
+    /// Name used in reports and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchPolicy::Sched(p) => p.name(),
+            BenchPolicy::Tokio => "tokio",
+        }
+    }
+
+    /// Whether `mode` can run it (the server has no tokio policy).
+    pub fn runs_in(self, mode: Mode) -> bool {
+        !(self == BenchPolicy::Tokio && mode == Mode::Loopback)
+    }
+}
+
+impl std::fmt::Display for BenchPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for BenchPolicy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Params {
     /// Harnesses.
     pub modes: Vec<Mode>,
     /// Policies, compared side by side.
-    pub policies: Vec<Policy>,
+    pub policies: Vec<BenchPolicy>,
     /// Service thread counts.
     pub threads: Vec<usize>,
     /// Transports (connections), each with one call in flight.
@@ -80,7 +121,7 @@ pub struct Row {
     /// Harness.
     pub mode: &'static str,
     /// Policy.
-    pub policy: Policy,
+    pub policy: BenchPolicy,
     /// Service threads.
     pub threads: usize,
     /// Transports.
@@ -95,9 +136,11 @@ pub struct Row {
     pub handoff: Summary,
     /// Hand-off latency in the seed's 300 ns bins.
     pub handoff_bins: Vec<Bin>,
-    /// Threads woken per dispatched task.
+    /// Threads woken per dispatched task (NaN, `null` in JSON, for tokio,
+    /// which does not count them).
     pub wakeups_per_call: f64,
-    /// Wake-ups that found nothing to do, as a percentage of wake-ups.
+    /// Wake-ups that found nothing to do, as a percentage of wake-ups (NaN
+    /// for tokio).
     pub wasted_wakeup_pct: f64,
     /// Highest number of threads woken but not yet running.
     pub peak_waking: u64,
@@ -127,6 +170,9 @@ pub enum BenchError {
     /// The server answered something other than a successful NULL reply.
     #[error("loopback client: bad reply: {0}")]
     BadReply(String),
+    /// The tokio runtime would not start.
+    #[error("tokio runtime: {0}")]
+    Runtime(#[source] io::Error),
 }
 
 /// Runs the whole matrix, calling `progress` after each run.
@@ -141,10 +187,18 @@ pub fn run(params: &Params, mut progress: impl FnMut(&Row)) -> Result<Vec<Row>, 
                 if run % 2 == 1 {
                     policies.reverse();
                 }
-                for policy in policies {
-                    let row = match mode {
-                        Mode::InProcess => in_process(params, policy, threads, run)?,
-                        Mode::Loopback => loopback(params, policy, threads, run)?,
+                for policy in policies.into_iter().filter(|p| p.runs_in(mode)) {
+                    let row = match (mode, policy) {
+                        (Mode::InProcess, BenchPolicy::Sched(p)) => {
+                            in_process(params, p, threads, run)?
+                        }
+                        (Mode::InProcess, BenchPolicy::Tokio) => {
+                            in_process_tokio(params, threads, run)?
+                        }
+                        (Mode::Loopback, BenchPolicy::Sched(p)) => {
+                            loopback(params, p, threads, run)?
+                        }
+                        (Mode::Loopback, BenchPolicy::Tokio) => continue,
                     };
                     progress(&row);
                     rows.push(row);
@@ -192,7 +246,7 @@ fn row(
     let calls = total.dispatches.max(1) as f64;
     Row {
         mode: mode.name(),
-        policy,
+        policy: BenchPolicy::Sched(policy),
         threads,
         connections: params.connections,
         run,
@@ -318,6 +372,142 @@ fn in_process(
     Ok(row(key, params, elapsed, &stats, csw, None))
 }
 
+/// Figures of one tokio worker thread, merged into the run's totals when the
+/// worker stops (tokio's own counters say nothing of hand-off latency).
+struct TokioTally {
+    calls: u64,
+    handoff_ns: Histogram<u64>,
+    /// Where this worker's calls report completion (the poller's channel).
+    completions: Option<crossbeam_channel::Sender<usize>>,
+}
+
+thread_local! {
+    static TOKIO_TALLY: std::cell::RefCell<Option<TokioTally>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Whether a tokio baseline run is in its measured window (runs are
+/// sequential, so one flag serves them all).
+static TOKIO_MEASURING: AtomicBool = AtomicBool::new(false);
+
+#[allow(
+    clippy::expect_used,
+    reason = "constant bounds that hdrhistogram accepts"
+)]
+fn handoff_histogram() -> Histogram<u64> {
+    // As the scheduler's: 1 ns to 10 s, two significant digits.
+    Histogram::new_with_bounds(1, 10_000_000_000, 2).expect("valid histogram bounds")
+}
+
+/// The in-process harness with each call spawned on a tokio multi-thread
+/// runtime of `threads` workers instead of queued for a service thread.
+fn in_process_tokio(params: &Params, threads: usize, run: usize) -> Result<Row, BenchError> {
+    let (tx, rx) = crossbeam_channel::unbounded::<usize>();
+    let totals = Arc::new(std::sync::Mutex::new((0u64, handoff_histogram())));
+    let (start_tx, stop_totals) = (tx.clone(), Arc::clone(&totals));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("bench-tokio")
+        .on_thread_start(move || {
+            let completions = Some(start_tx.clone());
+            TOKIO_TALLY.with(|t| {
+                *t.borrow_mut() = Some(TokioTally {
+                    calls: 0,
+                    handoff_ns: handoff_histogram(),
+                    completions,
+                });
+            });
+        })
+        .on_thread_stop(move || {
+            if let Some(tally) = TOKIO_TALLY.with(|t| t.borrow_mut().take()) {
+                let mut totals = stop_totals.lock().unwrap_or_else(|e| e.into_inner());
+                totals.0 += tally.calls;
+                let _ = totals.1.add(&tally.handoff_ns);
+            }
+        })
+        .build()
+        .map_err(BenchError::Runtime)?;
+    drop(tx);
+    let work = params.work;
+    let spawn_call = move |handle: &tokio::runtime::Handle, id: usize| {
+        let enqueued = Instant::now();
+        handle.spawn(async move {
+            let handoff = enqueued.elapsed();
+            if !work.is_zero() {
+                let start = Instant::now();
+                while start.elapsed() < work {
+                    std::hint::spin_loop();
+                }
+            }
+            TOKIO_TALLY.with(|t| {
+                if let Some(tally) = t.borrow_mut().as_mut() {
+                    if TOKIO_MEASURING.load(Ordering::Relaxed) {
+                        tally.calls += 1;
+                        let ns = u64::try_from(handoff.as_nanos()).unwrap_or(u64::MAX);
+                        tally.handoff_ns.saturating_record(ns.max(1));
+                    }
+                    if let Some(tx) = &tally.completions {
+                        let _ = tx.send(id);
+                    }
+                }
+            });
+        });
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let (handle, stop, connections) = (
+            runtime.handle().clone(),
+            Arc::clone(&stop),
+            params.connections,
+        );
+        std::thread::spawn(move || {
+            for id in 0..connections {
+                spawn_call(&handle, id);
+            }
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(id) = rx.recv_timeout(Duration::from_millis(50)) {
+                    spawn_call(&handle, id);
+                }
+            }
+        })
+    };
+    std::thread::sleep(params.warmup);
+    TOKIO_MEASURING.store(true, Ordering::Relaxed);
+    let csw0 = ContextSwitches::now();
+    let t0 = Instant::now();
+    std::thread::sleep(params.duration);
+    TOKIO_MEASURING.store(false, Ordering::Relaxed);
+    let elapsed = t0.elapsed();
+    let csw = ContextSwitches::now().since(csw0);
+    stop.store(true, Ordering::Relaxed);
+    let _ = poller.join();
+    // Joins the workers, whose `on_thread_stop` adds their tallies.
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    let (calls, handoff_ns) = {
+        let totals = totals.lock().unwrap_or_else(|e| e.into_inner());
+        (totals.0, totals.1.clone())
+    };
+    let per_call = calls.max(1) as f64;
+    Ok(Row {
+        mode: Mode::InProcess.name(),
+        policy: BenchPolicy::Tokio,
+        threads,
+        connections: params.connections,
+        run,
+        calls,
+        calls_per_sec: calls as f64 / elapsed.as_secs_f64(),
+        handoff: Summary::of(&handoff_ns),
+        handoff_bins: bins_300ns(&handoff_ns),
+        wakeups_per_call: f64::NAN,
+        wasted_wakeup_pct: f64::NAN,
+        peak_waking: 0,
+        max_waking: 0,
+        voluntary_csw_per_call: csw.voluntary as f64 / per_call,
+        involuntary_csw_per_call: csw.involuntary as f64 / per_call,
+        client_rtt: None,
+    })
+}
+
 /// A NULL call (NFS program 100003 v3, AUTH_NONE), record-marked.
 fn null_call(xid: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
@@ -440,6 +630,15 @@ fn loopback(
     Ok(r)
 }
 
+/// `v` with `prec` decimals, or `-` where the policy has no such figure.
+fn figure(v: f64, prec: usize) -> String {
+    if v.is_nan() {
+        "-".to_owned()
+    } else {
+        format!("{v:.prec$}")
+    }
+}
+
 /// A fixed-width table of `rows`.
 pub fn table(rows: &[Row]) -> String {
     use std::fmt::Write as _;
@@ -452,7 +651,7 @@ pub fn table(rows: &[Row]) -> String {
     for r in rows {
         let _ = writeln!(
             out,
-            "{:<8} {:<8} {:>5} {:>5} {:>3} {:>10.0} {:>6} {:>8.0} {:>6} {:>7} {:>9} {:>7.3} {:>6.2} {:>5} {:>6.2} {:>6.2} {:>9}",
+            "{:<8} {:<8} {:>5} {:>5} {:>3} {:>10.0} {:>6} {:>8.0} {:>6} {:>7} {:>9} {:>7} {:>6} {:>5} {:>6.2} {:>6.2} {:>9}",
             r.mode,
             r.policy.name(),
             r.threads,
@@ -464,9 +663,13 @@ pub fn table(rows: &[Row]) -> String {
             r.handoff.p50,
             r.handoff.p99,
             r.handoff.max,
-            r.wakeups_per_call,
-            r.wasted_wakeup_pct,
-            r.peak_waking,
+            figure(r.wakeups_per_call, 3),
+            figure(r.wasted_wakeup_pct, 2),
+            if r.policy == BenchPolicy::Tokio {
+                "-".to_owned()
+            } else {
+                r.peak_waking.to_string()
+            },
             r.voluntary_csw_per_call,
             r.involuntary_csw_per_call,
             r.client_rtt.map_or("-".to_owned(), |s| s.p99.to_string()),
@@ -516,13 +719,14 @@ pub fn summary(rows: &[Row]) -> String {
     let mut threads: Vec<usize> = rows.iter().map(|r| r.threads).collect();
     threads.sort_unstable();
     threads.dedup();
-    let mut policies: Vec<Policy> = Vec::new();
+    let mut all_policies: Vec<BenchPolicy> = Vec::new();
     for r in rows {
-        if !policies.contains(&r.policy) {
-            policies.push(r.policy);
+        if !all_policies.contains(&r.policy) {
+            all_policies.push(r.policy);
         }
     }
-    let med = |mode: &str, p: Policy, t: usize, f: &dyn Fn(&Row) -> f64| {
+    let lwq = BenchPolicy::Sched(Policy::Lwq);
+    let med = |mode: &str, p: BenchPolicy, t: usize, f: &dyn Fn(&Row) -> f64| {
         let mut v: Vec<f64> = rows
             .iter()
             .filter(|r| r.mode == mode && r.policy == p && r.threads == t)
@@ -531,6 +735,11 @@ pub fn summary(rows: &[Row]) -> String {
         median(&mut v)
     };
     for mode in &modes {
+        let policies: Vec<BenchPolicy> = all_policies
+            .iter()
+            .copied()
+            .filter(|&p| rows.iter().any(|r| r.mode == *mode && r.policy == p))
+            .collect();
         let _ = writeln!(
             out,
             "{:<8} {:<8} {:>5} {:>10} {:>9} {:>8} {:>8} {:>7} {:>7}",
@@ -540,7 +749,7 @@ pub fn summary(rows: &[Row]) -> String {
             for &t in &threads {
                 let _ = writeln!(
                     out,
-                    "{:<8} {:<8} {:>5} {:>10.0} {:>9.0} {:>8.0} {:>8.0} {:>7.3} {:>7.2}",
+                    "{:<8} {:<8} {:>5} {:>10.0} {:>9.0} {:>8.0} {:>8.0} {:>7} {:>7}",
                     mode,
                     p.name(),
                     t,
@@ -548,8 +757,8 @@ pub fn summary(rows: &[Row]) -> String {
                     med(mode, p, t, &|r| r.handoff.mean),
                     med(mode, p, t, &|r| r.handoff.p50 as f64),
                     med(mode, p, t, &|r| r.handoff.p99 as f64),
-                    med(mode, p, t, &|r| r.wakeups_per_call),
-                    med(mode, p, t, &|r| r.wasted_wakeup_pct),
+                    figure(med(mode, p, t, &|r| r.wakeups_per_call), 3),
+                    figure(med(mode, p, t, &|r| r.wasted_wakeup_pct), 2),
                 );
             }
         }
@@ -563,11 +772,12 @@ pub fn summary(rows: &[Row]) -> String {
                     p.name()
                 );
             }
-            for &p in policies.iter().filter(|&&p| p != Policy::Lwq) {
-                let calls = med(mode, Policy::Lwq, hi, &|r| r.calls_per_sec)
+            let others = policies.iter().filter(|&&p| p != lwq);
+            for &p in others.filter(|_| policies.contains(&lwq)) {
+                let calls = med(mode, lwq, hi, &|r| r.calls_per_sec)
                     / med(mode, p, hi, &|r| r.calls_per_sec);
                 let p99 = |r: &Row| r.client_rtt.map_or(r.handoff.p99 as f64, |s| s.p99 as f64);
-                let p99_ratio = med(mode, p, hi, &p99) / med(mode, Policy::Lwq, hi, &p99);
+                let p99_ratio = med(mode, p, hi, &p99) / med(mode, lwq, hi, &p99);
                 let _ = writeln!(
                     out,
                     "{mode} at {hi} thr: lwq calls/s = {calls:.2}x {}; {} p99 = {p99_ratio:.2}x lwq's",
@@ -579,4 +789,62 @@ pub fn summary(rows: &[Row]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(modes: Vec<Mode>, policies: Vec<BenchPolicy>) -> Params {
+        Params {
+            modes,
+            policies,
+            threads: vec![2],
+            connections: 2,
+            duration: Duration::from_millis(200),
+            warmup: Duration::from_millis(50),
+            repeat: 1,
+            work: Duration::ZERO,
+            max_waking: 1,
+            pool_mode: PoolMode::Global,
+            client_threads: 0,
+        }
+    }
+
+    #[test]
+    fn tokio_baseline_runs_beside_lwq_in_process() {
+        let lwq = BenchPolicy::Sched(Policy::Lwq);
+        let p = params(vec![Mode::InProcess], vec![lwq, BenchPolicy::Tokio]);
+        let rows = run(&p, |_| {}).unwrap();
+        assert_eq!(rows.len(), 2);
+        let tokio = rows
+            .iter()
+            .find(|r| r.policy == BenchPolicy::Tokio)
+            .unwrap();
+        assert!(tokio.calls > 0, "{tokio:?}");
+        // Every measured call recorded its hand-off, and nothing else did.
+        let recorded: u64 = tokio.handoff_bins.iter().map(|b| b.count).sum();
+        assert_eq!(recorded, tokio.calls);
+        assert!(tokio.handoff.min > 0 && tokio.handoff.max >= tokio.handoff.p50);
+        assert!(tokio.wakeups_per_call.is_nan() && tokio.wasted_wakeup_pct.is_nan());
+        let json = serde_json::to_value(tokio).unwrap();
+        assert_eq!(json["policy"], "tokio");
+        assert!(json["wakeups_per_call"].is_null());
+        let summary = summary(&rows);
+        assert!(summary.contains("lwq calls/s ="), "{summary}");
+        assert!(summary.contains(" tokio "), "{summary}");
+        assert!(table(&rows)
+            .lines()
+            .any(|l| l.contains("tokio") && l.contains(" - ")));
+    }
+
+    #[test]
+    fn tokio_baseline_is_skipped_over_loopback() {
+        // No server is started for a matrix with nothing to run.
+        let p = params(vec![Mode::Loopback], vec![BenchPolicy::Tokio]);
+        assert!(run(&p, |_| {}).unwrap().is_empty());
+        assert!(!BenchPolicy::Tokio.runs_in(Mode::Loopback));
+        assert!(BenchPolicy::Tokio.runs_in(Mode::InProcess));
+        assert!(BenchPolicy::Sched(Policy::Lwq).runs_in(Mode::Loopback));
+    }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
-use rnfs_bench::sched::{self, Mode, Params};
+use rnfs_bench::sched::{self, BenchPolicy, Mode, Params};
 use rnfs_sched::{Policy, PoolMode};
 
 const SCHED_ABOUT: &str = "\
@@ -25,6 +25,12 @@ thread per pool makes a transport readable again as soon as its call \
 completes: a closed loop with --connections calls in flight). `loopback` \
 starts an rnfs server on 127.0.0.1 and drives it with NULL calls over \
 --connections TCP connections.
+
+The `tokio` baseline (not run by default) replaces the scheduler in the \
+in-process mode only: the poller spawns each call as a task on a tokio \
+multi-thread runtime with as many workers as threads. Tokio does not count \
+its wake-ups, so those columns show `-` (JSON `null`); loopback runs skip it, \
+as the server has no tokio policy.
 
 Runs alternate the policy order between repetitions. Results go to standard \
 output as tables, and as JSON with --json.";
@@ -617,15 +623,19 @@ pub(crate) enum PolicyArg {
     Listwalk,
     /// Baseline: broadcast wake-up.
     Wakeall,
+    /// Baseline, in-process only: each call spawned on a tokio multi-thread
+    /// runtime with as many workers as threads.
+    Tokio,
 }
 
-impl From<PolicyArg> for Policy {
-    fn from(p: PolicyArg) -> Policy {
+impl From<PolicyArg> for BenchPolicy {
+    fn from(p: PolicyArg) -> BenchPolicy {
         match p {
-            PolicyArg::Lwq => Policy::Lwq,
-            PolicyArg::LwqHandoff => Policy::LwqHandoff,
-            PolicyArg::Listwalk => Policy::ListWalk,
-            PolicyArg::Wakeall => Policy::WakeAll,
+            PolicyArg::Lwq => BenchPolicy::Sched(Policy::Lwq),
+            PolicyArg::LwqHandoff => BenchPolicy::Sched(Policy::LwqHandoff),
+            PolicyArg::Listwalk => BenchPolicy::Sched(Policy::ListWalk),
+            PolicyArg::Wakeall => BenchPolicy::Sched(Policy::WakeAll),
+            PolicyArg::Tokio => BenchPolicy::Tokio,
         }
     }
 }
