@@ -1,15 +1,27 @@
-//! Replays every input in `fuzz/corpus/{nfs3_args,mount_args}/` through its fuzz
-//! target, so CI exercises both without nightly or cargo-fuzz.
+//! Replays every input in `fuzz/corpus/{nfs3,mount}_{args,res}/` through its
+//! fuzz target, so CI exercises all four without nightly or cargo-fuzz, then runs
+//! each target on mutated corpus inputs (`FUZZ_CASES` per target, 512 by default;
+//! proptest shrinks a failure to the fewest edits).
 //!
-//! `regenerate_seed_corpus` (ignored) rewrites the hand-made `seed-*` inputs:
-//! valid arguments of every procedure, plus truncated and malformed ones.
+//! `regenerate_seed_corpus` (ignored) rewrites the `seed-*` inputs: hand-made
+//! arguments of every procedure, plus truncated and malformed ones, and results
+//! of every procedure drawn from the round-trip tests' strategies with a fixed
+//! seed.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+mod strategies;
 
 use std::fs;
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
+use proptest::prelude::*;
+use proptest::sample::Index;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::TestRunner;
 use rnfs_nfs3::fuzzing;
 use rnfs_nfs3::*;
+use rnfs_xdr::fuzzing::{run_mutated, Edit};
 use rnfs_xdr::{Encode, Reader, Writer};
 
 fn corpus_dir(target: &str) -> PathBuf {
@@ -18,20 +30,31 @@ fn corpus_dir(target: &str) -> PathBuf {
         .join(target)
 }
 
-/// Runs `f` on every file of the target's corpus and returns how many there were.
-fn replay(target: &str, f: fn(&[u8])) -> usize {
+/// The files of the target's corpus, sorted by name.
+fn corpus_files(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = corpus_dir(target);
-    let mut entries: Vec<_> = fs::read_dir(&dir)
+    let mut paths: Vec<_> = fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
         .collect();
-    entries.sort();
-    for path in &entries {
-        let data = fs::read(path).unwrap();
-        let result = std::panic::catch_unwind(|| f(&data));
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let data = fs::read(&p).unwrap();
+            (p, data)
+        })
+        .collect()
+}
+
+/// Runs `f` on every file of the target's corpus and returns how many there were.
+fn replay(target: &str, f: fn(&[u8])) -> usize {
+    let files = corpus_files(target);
+    for (path, data) in &files {
+        let result = std::panic::catch_unwind(|| f(data));
         assert!(result.is_ok(), "{target}: {} panicked", path.display());
     }
-    entries.len()
+    files.len()
 }
 
 #[test]
@@ -42,6 +65,72 @@ fn nfs3_args_corpus() {
 #[test]
 fn mount_args_corpus() {
     assert!(replay("mount_args", fuzzing::mount_args) >= 10);
+}
+
+#[test]
+fn nfs3_res_corpus() {
+    assert!(replay("nfs3_res", fuzzing::nfs3_res) >= 44);
+}
+
+#[test]
+fn mount_res_corpus() {
+    assert!(replay("mount_res", fuzzing::mount_res) >= 12);
+}
+
+/// Every target's corpus, loaded once for the mutation tests.
+static CORPORA: LazyLock<[Vec<Vec<u8>>; 4]> = LazyLock::new(|| {
+    ["nfs3_args", "nfs3_res", "mount_args", "mount_res"]
+        .map(|t| corpus_files(t).into_iter().map(|(_, d)| d).collect())
+});
+
+fn fuzz_cases() -> u32 {
+    std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512)
+}
+
+fn edits() -> impl Strategy<Value = Vec<Edit>> {
+    prop::collection::vec(
+        (any::<u8>(), any::<u32>(), any::<u32>()).prop_map(|(kind, at, value)| Edit {
+            kind,
+            at,
+            value,
+        }),
+        1..8,
+    )
+}
+
+fn check_mutated(corpus: usize, target: fn(&[u8]), pick: Index, other: Index, edits: &[Edit]) {
+    let inputs = &CORPORA[corpus];
+    let (pick, other) = (pick.index(inputs.len()), other.index(inputs.len()));
+    if let Err((data, message)) = run_mutated(inputs, pick, other, edits, target) {
+        panic!("{message}\ninput: {data:02x?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(fuzz_cases()))]
+
+    #[test]
+    fn mutated_nfs3_args(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
+        check_mutated(0, fuzzing::nfs3_args, pick, other, &e);
+    }
+
+    #[test]
+    fn mutated_nfs3_results(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
+        check_mutated(1, fuzzing::nfs3_res, pick, other, &e);
+    }
+
+    #[test]
+    fn mutated_mount_args(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
+        check_mutated(2, fuzzing::mount_args, pick, other, &e);
+    }
+
+    #[test]
+    fn mutated_mount_results(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
+        check_mutated(3, fuzzing::mount_res, pick, other, &e);
+    }
 }
 
 fn encode(v: &impl Encode) -> Vec<u8> {
@@ -365,12 +454,49 @@ fn mount_args_seeds() -> Vec<(String, Vec<u8>)> {
     ]
 }
 
+/// `per_proc` results of each of `procs` procedures, drawn from `strategy`
+/// with a fixed seed: the selector byte, then the encoded results.
+fn result_seeds<T: Encode + std::fmt::Debug>(
+    strategy: impl Strategy<Value = T>,
+    procedure: impl Fn(&T) -> u32,
+    procs: usize,
+    per_proc: usize,
+) -> Vec<(String, Vec<u8>)> {
+    let mut runner = TestRunner::deterministic();
+    let mut count = vec![0; procs];
+    let mut seeds = Vec::new();
+    for _ in 0..100_000 {
+        let res = strategy.new_tree(&mut runner).unwrap().current();
+        let p = procedure(&res);
+        let n = &mut count[p as usize];
+        if *n < per_proc {
+            seeds.push((format!("res-{p}-{n}"), input(p, &encode(&res))));
+            *n += 1;
+        }
+        if seeds.len() == procs * per_proc {
+            break;
+        }
+    }
+    assert_eq!(seeds.len(), procs * per_proc, "every procedure drawn");
+    seeds
+}
+
+fn nfs3_res_seeds() -> Vec<(String, Vec<u8>)> {
+    result_seeds(strategies::nfs_res(), |r| u32::from(r.procedure()), 22, 3)
+}
+
+fn mount_res_seeds() -> Vec<(String, Vec<u8>)> {
+    result_seeds(strategies::mount_res(), |r| u32::from(r.procedure()), 6, 2)
+}
+
 #[test]
 #[ignore = "writes fuzz/corpus; run by hand after changing the seeds"]
 fn regenerate_seed_corpus() {
     for (target, seeds) in [
         ("nfs3_args", nfs3_args_seeds()),
         ("mount_args", mount_args_seeds()),
+        ("nfs3_res", nfs3_res_seeds()),
+        ("mount_res", mount_res_seeds()),
     ] {
         let dir = corpus_dir(target);
         fs::create_dir_all(&dir).unwrap();

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use rnfs_xdr::{Reader, Writer};
+use rnfs_xdr::{Encode, Reader, Writer};
 
 use crate::message::ReplyStatus;
 use crate::record::{encode_record, RecordDecoder, RecordError};
@@ -268,5 +268,29 @@ pub fn rpc_call(data: &[u8]) {
                 assert!(decoded.results.is_empty());
             }
         }
+    }
+}
+
+/// Decodes the input as a reply record, as a client does with whatever a server
+/// sends, and checks that a decoded header re-encodes to one that decodes the
+/// same, with the results starting where they did.
+pub fn rpc_reply(data: &[u8]) {
+    let Ok(reply) = decode_reply(data) else {
+        return;
+    };
+    assert_eq!(reply.results_offset + reply.results.len(), data.len());
+    assert_eq!(reply.results, &data[reply.results_offset..]);
+    assert_eq!(reply.results_offset % 4, 0);
+    let mut again = Vec::new();
+    reply.header.encode(&mut Writer::new(&mut again));
+    // Padding reads as zero, so only the length and the decoded value must agree.
+    assert_eq!(again.len(), reply.results_offset);
+    again.extend_from_slice(reply.results);
+    match decode_reply(&again) {
+        Ok(back) => {
+            assert_eq!(back.header, reply.header);
+            assert_eq!(back.results, reply.results);
+        }
+        Err(e) => panic!("re-encoded reply does not decode: {e}"),
     }
 }

@@ -1,5 +1,7 @@
 //! Replays every input in `fuzz/corpus/<target>/` through its fuzz target, so CI
-//! exercises all three targets on every change without nightly or cargo-fuzz.
+//! exercises all four targets on every change without nightly or cargo-fuzz, then
+//! runs each target on mutated corpus inputs (`FUZZ_CASES` per target, 512 by
+//! default; proptest shrinks a failure to the fewest edits).
 //!
 //! `regenerate_seed_corpus` (ignored) rewrites the hand-made `seed-*` inputs.
 
@@ -10,8 +12,13 @@
 
 use std::fs;
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
-use rnfs_rpc::{encode_call, encode_record, Auth, AuthSys, Gids};
+use proptest::prelude::*;
+use proptest::sample::Index;
+use rnfs_rpc::fuzzing::fuzz_dispatcher;
+use rnfs_rpc::{encode_call, encode_record, Auth, AuthSys, DispatchOutcome, Gids};
+use rnfs_xdr::fuzzing::{run_mutated, Edit};
 
 fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -19,20 +26,31 @@ fn corpus_dir(target: &str) -> PathBuf {
         .join(target)
 }
 
-/// Runs `f` on every file of the target's corpus and returns how many there were.
-fn replay(target: &str, f: fn(&[u8])) -> usize {
+/// The files of the target's corpus, sorted by name.
+fn corpus_files(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = corpus_dir(target);
-    let mut entries: Vec<_> = fs::read_dir(&dir)
+    let mut paths: Vec<_> = fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
         .collect();
-    entries.sort();
-    for path in &entries {
-        let data = fs::read(path).unwrap();
-        let result = std::panic::catch_unwind(|| f(&data));
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let data = fs::read(&p).unwrap();
+            (p, data)
+        })
+        .collect()
+}
+
+/// Runs `f` on every file of the target's corpus and returns how many there were.
+fn replay(target: &str, f: fn(&[u8])) -> usize {
+    let files = corpus_files(target);
+    for (path, data) in &files {
+        let result = std::panic::catch_unwind(|| f(data));
         assert!(result.is_ok(), "{target}: {} panicked", path.display());
     }
-    entries.len()
+    files.len()
 }
 
 #[test]
@@ -48,6 +66,67 @@ fn record_deframer_corpus() {
 #[test]
 fn rpc_call_corpus() {
     assert!(replay("rpc_call", rnfs_rpc::fuzzing::rpc_call) >= 10);
+}
+
+#[test]
+fn rpc_reply_corpus() {
+    assert!(replay("rpc_reply", rnfs_rpc::fuzzing::rpc_reply) >= 10);
+}
+
+/// Every target's corpus, loaded once for the mutation tests.
+static CORPORA: LazyLock<[Vec<Vec<u8>>; 4]> = LazyLock::new(|| {
+    ["xdr_reader", "record_deframer", "rpc_call", "rpc_reply"]
+        .map(|t| corpus_files(t).into_iter().map(|(_, d)| d).collect())
+});
+
+fn fuzz_cases() -> u32 {
+    std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512)
+}
+
+fn edits() -> impl Strategy<Value = Vec<Edit>> {
+    prop::collection::vec(
+        (any::<u8>(), any::<u32>(), any::<u32>()).prop_map(|(kind, at, value)| Edit {
+            kind,
+            at,
+            value,
+        }),
+        1..8,
+    )
+}
+
+fn check_mutated(corpus: usize, target: fn(&[u8]), pick: Index, other: Index, edits: &[Edit]) {
+    let inputs = &CORPORA[corpus];
+    let (pick, other) = (pick.index(inputs.len()), other.index(inputs.len()));
+    if let Err((data, message)) = run_mutated(inputs, pick, other, edits, target) {
+        panic!("{message}\ninput: {data:02x?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(fuzz_cases()))]
+
+    #[test]
+    fn mutated_xdr_reader_inputs(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
+        check_mutated(0, rnfs_xdr::fuzzing::xdr_reader, pick, other, &e);
+    }
+
+    #[test]
+    fn mutated_record_streams(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
+        check_mutated(1, rnfs_rpc::fuzzing::record_deframer, pick, other, &e);
+    }
+
+    #[test]
+    fn mutated_calls(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
+        check_mutated(2, rnfs_rpc::fuzzing::rpc_call, pick, other, &e);
+    }
+
+    #[test]
+    fn mutated_replies(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
+        check_mutated(3, rnfs_rpc::fuzzing::rpc_reply, pick, other, &e);
+    }
 }
 
 fn be(words: &[u32]) -> Vec<u8> {
@@ -221,13 +300,56 @@ fn rpc_call_seeds() -> Vec<(&'static str, Vec<u8>)> {
     .collect()
 }
 
+/// What a client may get back: the fuzz dispatcher's reply to every call seed
+/// (each status), and hand-made replies it never sends.
+fn rpc_reply_seeds() -> Vec<(String, Vec<u8>)> {
+    let d = fuzz_dispatcher();
+    let mut seeds: Vec<(String, Vec<u8>)> = rpc_call_seeds()
+        .into_iter()
+        .filter_map(|(name, call)| {
+            let mut out = Vec::new();
+            match d.dispatch(&call, None, &mut out) {
+                DispatchOutcome::Replied { .. } => Some((format!("to-{name}"), out.split_off(4))),
+                _ => None,
+            }
+        })
+        .collect();
+    let mut verf_sys = be(&[20, 1, 0, 1, 5]);
+    verf_sys.extend_from_slice(b"abcde\0\0\0");
+    verf_sys.extend_from_slice(&be(&[0, 7, 8]));
+    let mut verf_401 = be(&[21, 1, 0, 0, 401]);
+    verf_401.extend_from_slice(&[0; 404]);
+    verf_401.extend_from_slice(&be(&[0]));
+    for (name, data) in [
+        ("accepted-verifier-5-bytes", verf_sys),
+        ("accepted-verifier-401-bytes", verf_401),
+        ("prog-mismatch-inverted", be(&[22, 1, 0, 0, 0, 2, 9, 1])),
+        ("denied-auth-tooweak", be(&[23, 1, 1, 1, 5])),
+        ("denied-auth-unknown-stat", be(&[24, 1, 1, 1, 99])),
+        ("denied-rpc-mismatch", be(&[25, 1, 1, 0, 2, 2])),
+        ("bad-reply-stat", be(&[26, 1, 2])),
+        ("bad-accept-stat", be(&[27, 1, 0, 0, 0, 6])),
+        ("bad-reject-stat", be(&[28, 1, 1, 2])),
+        ("a-call", be(&[29, 0, 2, 100_003, 3, 0, 0, 0, 0, 0])),
+        ("truncated-verifier", be(&[30, 1, 0, 0, 8, 1])),
+        ("empty", Vec::new()),
+    ] {
+        seeds.push((name.to_owned(), data));
+    }
+    seeds
+}
+
 #[test]
 #[ignore = "writes fuzz/corpus; run by hand after changing the seeds"]
 fn regenerate_seed_corpus() {
+    let named = |seeds: Vec<(&str, Vec<u8>)>| -> Vec<(String, Vec<u8>)> {
+        seeds.into_iter().map(|(n, d)| (n.to_owned(), d)).collect()
+    };
     for (target, seeds) in [
-        ("xdr_reader", xdr_reader_seeds()),
-        ("record_deframer", record_deframer_seeds()),
-        ("rpc_call", rpc_call_seeds()),
+        ("xdr_reader", named(xdr_reader_seeds())),
+        ("record_deframer", named(record_deframer_seeds())),
+        ("rpc_call", named(rpc_call_seeds())),
+        ("rpc_reply", rpc_reply_seeds()),
     ] {
         let dir = corpus_dir(target);
         fs::create_dir_all(&dir).unwrap();
@@ -237,12 +359,52 @@ fn regenerate_seed_corpus() {
     }
 }
 
+/// The reply seeds decode to what their names say.
+#[test]
+fn reply_seeds_are_what_their_names_say() {
+    use rnfs_rpc::{decode_reply, AuthStat, ReplyStatus};
+    let seeds = rpc_reply_seeds();
+    let decode = |name: &str| {
+        let (_, data) = seeds.iter().find(|(n, _)| n == name).unwrap();
+        decode_reply(data).map(|r| r.header.status)
+    };
+    assert_eq!(decode("to-null-auth-sys"), Ok(ReplyStatus::Success));
+    assert_eq!(decode("to-proc-unavail"), Ok(ReplyStatus::ProcUnavail));
+    assert_eq!(
+        decode("to-auth-sys-17-gids"),
+        Ok(ReplyStatus::AuthError(AuthStat::BadCred))
+    );
+    assert_eq!(
+        decode("accepted-verifier-5-bytes"),
+        Ok(ReplyStatus::Success)
+    );
+    assert_eq!(
+        decode("prog-mismatch-inverted"),
+        Ok(ReplyStatus::ProgMismatch { low: 9, high: 1 })
+    );
+    assert_eq!(
+        decode("denied-rpc-mismatch"),
+        Ok(ReplyStatus::RpcMismatch { low: 2, high: 2 })
+    );
+    for bad in [
+        "accepted-verifier-401-bytes",
+        "denied-auth-unknown-stat",
+        "bad-reply-stat",
+        "bad-accept-stat",
+        "bad-reject-stat",
+        "a-call",
+        "truncated-verifier",
+        "empty",
+    ] {
+        assert!(decode(bad).is_err(), "{bad} decodes");
+    }
+}
+
 /// The seeds are what their names say (spot checks, so a seed edit cannot silently
 /// stop covering its case).
 #[test]
 fn seeds_reach_their_statuses() {
-    use rnfs_rpc::fuzzing::fuzz_dispatcher;
-    use rnfs_rpc::{AuthStat, DispatchOutcome, ReplyStatus};
+    use rnfs_rpc::{AuthStat, ReplyStatus};
     let d = fuzz_dispatcher();
     let status = |name: &str| {
         let (_, data) = rpc_call_seeds()

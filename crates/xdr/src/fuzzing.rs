@@ -86,3 +86,171 @@ pub fn xdr_reader(data: &[u8]) {
         }
     }
 }
+
+/// One edit of [`mutate`]: `kind` picks the operation, `at` where (taken modulo
+/// the input's length), `value` what. Built from three random numbers, so a
+/// property-testing crate can generate (and shrink) lists of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edit {
+    /// The operation (modulo 9).
+    pub kind: u8,
+    /// The position, modulo the input's length.
+    pub at: u32,
+    /// The operand.
+    pub value: u32,
+}
+
+/// Values XDR decoders must treat carefully: lengths and counts at their limits,
+/// discriminants just past the last one, sign bits.
+const INTERESTING: [u32; 16] = [
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    8,
+    16,
+    17,
+    0x7f,
+    0xff,
+    0x400,
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_fffe,
+    0xffff_ffff,
+];
+
+/// Applies `edits` to `input`, libFuzzer-style, for mutation tests that run in
+/// CI without a fuzzing engine: bit flips, bytes set, XDR words set to
+/// [`INTERESTING`] values or nudged by a small amount (lengths off by one),
+/// truncation, insertion, deletion, a duplicated span, and a splice with
+/// `other` (another corpus input).
+pub fn mutate(input: &[u8], other: &[u8], edits: &[Edit]) -> Vec<u8> {
+    let mut data = input.to_vec();
+    for e in edits {
+        let len = data.len();
+        let at = if len == 0 { 0 } else { e.at as usize % len };
+        // The aligned XDR word containing `at`, when the input has one.
+        let word = (at & !3) + 4 <= len;
+        let w = at & !3;
+        let v = e.value;
+        match e.kind % 9 {
+            0 if len > 0 => data[at] ^= 1 << (v % 8),
+            1 if len > 0 => data[at] = v as u8,
+            2 if word => {
+                let new = INTERESTING[v as usize % INTERESTING.len()];
+                data[w..w + 4].copy_from_slice(&new.to_be_bytes());
+            }
+            3 if word => {
+                let old = u32::from_be_bytes([data[w], data[w + 1], data[w + 2], data[w + 3]]);
+                // A signed nudge of -8..=7.
+                let new = old.wrapping_add((v % 16).wrapping_sub(8));
+                data[w..w + 4].copy_from_slice(&new.to_be_bytes());
+            }
+            4 => data.truncate(at),
+            5 => {
+                let n = (v % 16) as usize;
+                let bytes = v.to_be_bytes();
+                data.splice(at..at, (0..n).map(|i| bytes[i % 4]));
+            }
+            6 if len > 0 => {
+                let n = ((v % 64) as usize).min(len - at);
+                data.drain(at..at + n);
+            }
+            7 if len > 0 => {
+                let n = ((v % 64) as usize).min(len - at).min(4096 - len.min(4096));
+                let span = data[at..at + n].to_vec();
+                data.splice(at..at, span);
+            }
+            8 if !other.is_empty() => {
+                let from = v as usize % other.len();
+                data.truncate(at);
+                data.extend_from_slice(&other[from..]);
+            }
+            _ => {}
+        }
+    }
+    data
+}
+
+/// Runs `target` on corpus input `pick` after `edits` (splicing with input
+/// `other`; both taken modulo the corpus size) and returns the mutated input
+/// with the panic message if the target panicked.
+pub fn run_mutated(
+    corpus: &[Vec<u8>],
+    pick: usize,
+    other: usize,
+    edits: &[Edit],
+    target: fn(&[u8]),
+) -> Result<(), (Vec<u8>, String)> {
+    if corpus.is_empty() {
+        return Ok(());
+    }
+    let data = mutate(
+        &corpus[pick % corpus.len()],
+        &corpus[other % corpus.len()],
+        edits,
+    );
+    std::panic::catch_unwind(|| target(&data)).map_err(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default();
+        (data, message)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mutate_applies_each_kind() {
+        let input = [0u8, 0, 0, 1, 0xaa, 0xbb, 0xcc, 0xdd];
+        let one = |kind, at, value| mutate(&input, b"xyz", &[Edit { kind, at, value }]);
+        assert_eq!(one(0, 3, 1), [0, 0, 0, 3, 0xaa, 0xbb, 0xcc, 0xdd]);
+        assert_eq!(one(1, 12, 7), [0, 0, 0, 1, 7, 0xbb, 0xcc, 0xdd]);
+        assert_eq!(
+            one(2, 1, 15),
+            [0xff, 0xff, 0xff, 0xff, 0xaa, 0xbb, 0xcc, 0xdd]
+        );
+        assert_eq!(one(3, 2, 7), [0, 0, 0, 0, 0xaa, 0xbb, 0xcc, 0xdd]);
+        assert_eq!(one(4, 5, 0), [0, 0, 0, 1, 0xaa]);
+        assert_eq!(
+            one(5, 0, 0x0102_0302),
+            [1, 2, 0, 0, 0, 1, 0xaa, 0xbb, 0xcc, 0xdd]
+        );
+        assert_eq!(one(6, 1, 2), [0, 1, 0xaa, 0xbb, 0xcc, 0xdd]);
+        assert_eq!(
+            one(7, 4, 2),
+            [0, 0, 0, 1, 0xaa, 0xbb, 0xaa, 0xbb, 0xcc, 0xdd]
+        );
+        assert_eq!(one(8, 2, 1), [0, 0, b'y', b'z']);
+        // Nothing to edit in an empty input but insertions; no panic either way.
+        for kind in 0..9 {
+            let _ = mutate(
+                &[],
+                &[],
+                &[Edit {
+                    kind,
+                    at: 5,
+                    value: 9,
+                }],
+            );
+        }
+        assert_eq!(
+            mutate(
+                &[],
+                &[],
+                &[Edit {
+                    kind: 5,
+                    at: 0,
+                    value: 2
+                }]
+            ),
+            [0, 0]
+        );
+    }
+}

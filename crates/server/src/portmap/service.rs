@@ -441,4 +441,67 @@ mod tests {
             "192.0.2.1.8.1"
         );
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        /// Mutated `mapping` and `rpcb` arguments, to every procedure of every
+        /// version from a local privileged peer (so SET and UNSET reach the
+        /// registry): the service answers or refuses, never panics, and DUMP
+        /// still lists what is registered.
+        #[test]
+        fn mutated_arguments_are_answered_or_refused(
+            vers in 2u32..=4,
+            proc_ in 0u32..=13,
+            pick in 0usize..4,
+            edits in proptest::collection::vec(
+                proptest::prelude::any::<(u8, u32, u32)>(),
+                0..6,
+            ),
+        ) {
+            use rnfs_xdr::fuzzing::{mutate, Edit};
+            let encoded = |f: &dyn Fn(&mut Writer<'_>)| {
+                let mut out = Vec::new();
+                f(&mut Writer::new(&mut out));
+                out
+            };
+            let rpcb = |netid: &'static [u8], uaddr: &'static [u8]| Rpcb {
+                prog: 100_003,
+                vers: 3,
+                netid,
+                uaddr,
+                owner: b"superuser",
+            };
+            let inputs = [
+                encoded(&|w| PmapMapping { prog: 100_003, vers: 3, prot: 6, port: 2049 }.encode(w)),
+                encoded(&|w| rpcb(b"tcp", b"127.0.0.1.8.1").encode(w)),
+                encoded(&|w| rpcb(b"tcp6", b"::1.8.1").encode(w)),
+                encoded(&|w| rpcb(b"", b"").encode(w)),
+            ];
+            let edits: Vec<Edit> = edits
+                .into_iter()
+                .map(|(kind, at, value)| Edit { kind, at, value })
+                .collect();
+            let args = mutate(&inputs[pick], &inputs[(pick + 1) % 4], &edits);
+            let svc = PortmapService::new(Arc::new(PortRegistry::new()));
+            let call = |vers, proc_, args: &[u8]| {
+                let ctx = CallContext { vers, proc_, ..ctx("127.0.0.1:700") };
+                let mut out = Vec::new();
+                let result = svc.call(&ctx, &mut Reader::new(args), &mut Writer::new(&mut out));
+                (result, out)
+            };
+            let (result, out) = call(vers, proc_, &args);
+            if result.is_ok() {
+                proptest::prop_assert_eq!(out.len() % 4, 0);
+            }
+            let (dumped, list) = call(4, rpcbproc::DUMP, &[]);
+            proptest::prop_assert!(dumped.is_ok());
+            // The list decodes: entries, then FALSE.
+            let mut r = Reader::new(&list);
+            while r.read_bool().unwrap() {
+                Rpcb::decode(&mut r).unwrap();
+            }
+            proptest::prop_assert_eq!(r.remaining(), 0);
+        }
+    }
 }
