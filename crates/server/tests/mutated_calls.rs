@@ -1,13 +1,15 @@
-//! Well-framed NFSv3 and MOUNT calls whose arguments were mutated, against a
-//! local export, through the whole server (transport, DRC, dispatch, handlers,
-//! the local backend): every call gets a reply within a bound, no handler
-//! panics, nothing outside the export is read or changed, and the server ends
-//! idle and answering.
+//! Well-framed NFSv3 and MOUNT calls whose arguments were mutated, through the
+//! whole server (transport, DRC, dispatch, handlers, the local and the memory
+//! backend): every call gets a reply within a bound, no handler panics,
+//! nothing outside the export is read or changed, and the server ends idle and
+//! answering. (It found a LINK into a regular file that deadlocked the memory
+//! backend's service thread.)
 //!
 //! The calls are the fuzz corpus's hand-made `seed-*` arguments of every
 //! procedure, with their placeholder handle replaced by a real one (the
 //! export's root, a file, a directory) and then edited by
-//! `rnfs_xdr::fuzzing::mutate`. The decoders are fuzzed on their own in
+//! `rnfs_xdr::fuzzing::mutate`; one call in 16 reuses a recent xid, as a
+//! retransmission would. The decoders are fuzzed on their own in
 //! `rnfs-nfs3`; this reaches what the handlers do with arguments that decode
 //! but ask odd things (offsets near 2^63, counts past any limit, names with
 //! `/` or `..`, sizes and times at their extremes).
@@ -20,13 +22,13 @@ mod common;
 use std::fs;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use common::{all_threads_idle, lookup, opener, wait_until, MOUNT, NFS};
 use rnfs_client::{CallError, SyncConnection};
-use rnfs_nfs3::{FileHandle, LookupRes, MountProc3, NfsProc3};
-use rnfs_server::nfs::exports::{Access, Squash};
+use rnfs_nfs3::*;
+use rnfs_server::nfs::exports::{Access, BackendKind, Squash};
 use rnfs_server::nfs::{self, ExportConfig, Exports, HandleKey};
 use rnfs_server::Server;
 use rnfs_xdr::fuzzing::{mutate, Edit};
@@ -36,6 +38,8 @@ use rnfs_xdr::{Encode, Writer};
 const BOUND: Duration = Duration::from_secs(10);
 /// The placeholder handle in the corpus seeds, as encoded there.
 const SEED_HANDLE: &[u8] = b"\x00\x00\x00\x14\x01\x00\x00\x00rnfs-root-handle";
+/// The xid of the first mutated call (the ones before are the fixture's).
+const XID_BASE: u32 = 0x4000_0000;
 /// Bytes that must never leave the server: the content and the name of a file
 /// next to the export.
 const SECRET: &[u8] = b"outside-the-export-4f1e9c";
@@ -108,41 +112,156 @@ fn with_real_handles(args: &[u8], handles: &[Vec<u8>], rng: &mut Rng) -> Vec<u8>
     out
 }
 
-/// Creates what the calls work on (again, after mutated REMOVEs and RENAMEs)
-/// and returns the handles of the root, `file` and `dir`.
-fn fixture(export: &Path, c: &mut SyncConnection, root: &FileHandle) -> Vec<Vec<u8>> {
-    let file = export.join("file");
-    if !file.is_file() {
-        let _ = fs::remove_dir_all(&file);
-        fs::write(&file, vec![0x5a; 64 << 10]).unwrap();
-    }
-    let dir = export.join("dir");
-    if !dir.is_dir() {
-        let _ = fs::remove_file(&dir);
-        fs::create_dir(&dir).unwrap();
-        for i in 0..5 {
-            fs::write(dir.join(format!("e{i}")), b"x").unwrap();
-        }
-    }
+/// Creates, through NFS (so it works on every backend), what the calls work
+/// on, again after mutated REMOVEs, RENAMEs and SETATTRs; returns the handles
+/// of the root, `file` and `dir`.
+fn fixture(c: &mut SyncConnection, root: &FileHandle) -> Vec<Vec<u8>> {
+    let entry = |c: &mut SyncConnection, dir: &FileHandle, name: &[u8]| match lookup(c, dir, name) {
+        LookupRes::Ok(ok) => Some((ok.object, ok.obj_attributes.map(|a| a.ftype))),
+        LookupRes::Fail { .. } => None,
+    };
     let mut handles = vec![encoded(root)];
-    for name in [&b"file"[..], b"dir"] {
-        let LookupRes::Ok(ok) = lookup(c, root, name) else {
-            panic!("fixture {name:?} missing")
-        };
-        handles.push(encoded(&ok.object));
+    let dirop = |name| DirOpArgs3 {
+        dir: root.as_fh3(),
+        name,
+    };
+    // A regular file of 64 KiB.
+    let file = match entry(c, root, b"file") {
+        Some((fh, Some(Ftype3::Reg))) => fh,
+        other => {
+            if other.is_some() {
+                let _: RemoveRes = c
+                    .nfs(
+                        NfsProc3::Remove,
+                        &RemoveArgs {
+                            object: dirop(b"file"),
+                        },
+                    )
+                    .unwrap();
+                let _: RmdirRes = c
+                    .nfs(
+                        NfsProc3::Rmdir,
+                        &RmdirArgs {
+                            object: dirop(b"file"),
+                        },
+                    )
+                    .unwrap();
+            }
+            let how = CreateHow3::Unchecked(Sattr3 {
+                mode: Some(0o644),
+                ..Sattr3::default()
+            });
+            let res: CreateRes = c
+                .nfs(
+                    NfsProc3::Create,
+                    &CreateArgs {
+                        where_: dirop(b"file"),
+                        how,
+                    },
+                )
+                .unwrap();
+            let CreateRes::Ok(CreateResOk { obj: Some(fh), .. }) = res else {
+                panic!("fixture: CREATE file: {res:?}")
+            };
+            fh
+        }
+    };
+    let data = vec![0x5a; 64 << 10];
+    let res: WriteRes = c
+        .nfs(
+            NfsProc3::Write,
+            &WriteArgs {
+                file: file.as_fh3(),
+                offset: 0,
+                count: data.len() as u32,
+                stable: StableHow::Unstable,
+                data: &data,
+            },
+        )
+        .unwrap();
+    assert!(
+        matches!(res, WriteRes::Ok(_)),
+        "fixture: WRITE file: {res:?}"
+    );
+    handles.push(encoded(&file));
+    // A directory of five entries.
+    let dir = match entry(c, root, b"dir") {
+        Some((fh, Some(Ftype3::Dir))) => fh,
+        other => {
+            if other.is_some() {
+                let _: RemoveRes = c
+                    .nfs(
+                        NfsProc3::Remove,
+                        &RemoveArgs {
+                            object: dirop(b"dir"),
+                        },
+                    )
+                    .unwrap();
+            }
+            let res: MkdirRes = c
+                .nfs(
+                    NfsProc3::Mkdir,
+                    &MkdirArgs {
+                        where_: dirop(b"dir"),
+                        attributes: Sattr3 {
+                            mode: Some(0o755),
+                            ..Sattr3::default()
+                        },
+                    },
+                )
+                .unwrap();
+            let MkdirRes::Ok(CreateResOk { obj: Some(fh), .. }) = res else {
+                panic!("fixture: MKDIR dir: {res:?}")
+            };
+            fh
+        }
+    };
+    for name in [&b"e0"[..], b"e1", b"e2", b"e3", b"e4"] {
+        let how = CreateHow3::Unchecked(Sattr3::default());
+        let _: CreateRes = c
+            .nfs(
+                NfsProc3::Create,
+                &CreateArgs {
+                    where_: DirOpArgs3 {
+                        dir: dir.as_fh3(),
+                        name,
+                    },
+                    how,
+                },
+            )
+            .unwrap();
     }
+    handles.push(encoded(&dir));
     handles
+}
+
+/// Panics anywhere in this test binary (the scheduler catches a handler's
+/// panic and carries on, so the hook is where one shows).
+static PANICS: AtomicUsize = AtomicUsize::new(0);
+
+fn count_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.fetch_add(1, Ordering::Relaxed);
+            default_hook(info);
+        }));
+    });
 }
 
 #[test]
 fn mutated_arguments_are_answered_and_stay_inside_the_export() {
-    static PANICS: AtomicUsize = AtomicUsize::new(0);
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        PANICS.fetch_add(1, Ordering::Relaxed);
-        default_hook(info);
-    }));
+    run(BackendKind::Local);
+}
 
+#[test]
+fn mutated_arguments_are_answered_by_the_memory_backend() {
+    run(BackendKind::Memory);
+}
+
+fn run(backend: BackendKind) {
+    count_panics();
     let top = tempfile::tempdir().unwrap();
     let export = top.path().join("export");
     fs::create_dir(&export).unwrap();
@@ -161,13 +280,30 @@ fn mutated_arguments_are_answered_and_stay_inside_the_export() {
     let mut config = ExportConfig::new(&path);
     config.access = Access::Rw;
     config.squash = Squash::None;
+    config.backend = backend;
     let exports = Arc::new(Exports::new(&[config], Box::new(opener)).unwrap());
     let dispatcher = nfs::dispatcher(exports, HandleKey::ephemeral().unwrap()).unwrap();
     let mut server_config = common::config();
     server_config.drc = Some(nfs::drc_config());
     let server = Server::start_with_dispatcher(server_config, Arc::new(dispatcher)).unwrap();
+    let calls_ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_calls(&server, &path);
+    }));
+    if let Err(failure) = calls_ran {
+        // A service thread may be stuck: stopping the server would wait for
+        // it forever, so leave it running and report the failure.
+        std::mem::forget(server);
+        std::panic::resume_unwind(failure);
+    }
+    // Nothing next to the export was created, removed or changed.
+    assert_eq!(listing(), outside_before);
+    assert_eq!(fs::read(top.path().join(SECRET_NAME)).unwrap(), SECRET);
+}
+
+/// The calls, on one connection to `server`, which exports `path`.
+fn run_calls(server: &Server, path: &str) {
     let mut c = SyncConnection::connect(server.local_addrs()[0]).unwrap();
-    let root = c.mount(&path).unwrap();
+    let root = c.mount(path).unwrap();
 
     let nfs_procs: Vec<u32> = NfsProc3::ALL.iter().map(|&p| u32::from(p)).collect();
     let mount_procs: Vec<u32> = MountProc3::ALL.iter().map(|&p| u32::from(p)).collect();
@@ -176,11 +312,11 @@ fn mutated_arguments_are_answered_and_stay_inside_the_export() {
     assert!(calls.len() > 40, "{} seeds", calls.len());
 
     let mut rng = Rng(env_or("MUTATION_SEED", 0x5eed_c0de) | 1);
-    let mut handles = fixture(&export, &mut c, &root);
+    let mut handles = fixture(&mut c, &root);
     let (mut answered, mut refused) = (0u32, 0u32);
     for i in 0..env_or("MUTATION_CALLS", 3000) {
         if i % 200 == 0 {
-            handles = fixture(&export, &mut c, &root);
+            handles = fixture(&mut c, &root);
         }
         let (program, proc_, args) = &calls[rng.below(calls.len() as u64) as usize];
         let args = with_real_handles(args, &handles, &mut rng);
@@ -192,6 +328,16 @@ fn mutated_arguments_are_answered_and_stay_inside_the_export() {
             })
             .collect();
         let args = mutate(&args, &handles[rng.below(3) as usize], &edits);
+        // One call in 16 reuses a recent xid, as a retransmission does (with
+        // other arguments, too): the duplicate request cache answers it from
+        // memory or runs it as new, never leaves it unanswered.
+        let fresh = XID_BASE.wrapping_add(i as u32);
+        let reused = rng.below(16) == 0 && i > 8;
+        c.set_next_xid(if reused {
+            fresh.wrapping_sub(1 + rng.below(8) as u32)
+        } else {
+            fresh
+        });
         let start = Instant::now();
         let reply = c.call_raw(*program, 3, *proc_, &args);
         let took = start.elapsed();
@@ -222,10 +368,7 @@ fn mutated_arguments_are_answered_and_stay_inside_the_export() {
     );
     assert_eq!(PANICS.load(Ordering::Relaxed), 0, "a handler panicked");
 
-    // Nothing next to the export was created, removed or changed.
-    assert_eq!(listing(), outside_before);
-    assert_eq!(fs::read(top.path().join(SECRET_NAME)).unwrap(), SECRET);
     // The server is idle and still answers.
-    assert!(wait_until(BOUND, || all_threads_idle(&server)));
+    assert!(wait_until(BOUND, || all_threads_idle(server)));
     c.call_raw(NFS, 3, 0, &[]).unwrap();
 }

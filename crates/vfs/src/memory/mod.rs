@@ -1089,6 +1089,13 @@ impl Filesystem for MemoryFs {
             // Not locked: it may be an ancestor of `dir`.
             return Err((FsError::Perm, None, self.unchanged_wcc(dir)));
         }
+        if d.ftype != FileType::Directory {
+            // Refused before locking `d`: it may be `f` itself, whose
+            // attributes the error carries (a read lock under its own write
+            // lock never returns).
+            let attr = live_read(&f).ok().map(|fg| self.attr(&f, &fg));
+            return Err((FsError::NotDir, attr, self.unchanged_wcc(dir)));
+        }
         let mut g = live_write(&d).map_err(|e| (e, None, Wcc::default()))?;
         let before = g.wcc_attr();
         let res = self.link_locked(cred, &f, &mut g, name);

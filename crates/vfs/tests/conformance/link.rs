@@ -42,6 +42,22 @@ pub fn link_to_directory_is_refused<F: Filesystem>(fx: &Fixture<F>) {
     assert_eq!(lookup(fs, &root_h, b"alias"), Err(FsError::NoEnt));
 }
 
+/// LINK into something that is not a directory is NotDir, the file itself
+/// included (the memory backend once deadlocked on that: it read-locked the
+/// file for the error's attributes while holding it as the "directory").
+pub fn link_into_a_non_directory_is_notdir<F: Filesystem>(fx: &Fixture<F>) {
+    let fs = fx.fs();
+    let root_h = fs.root();
+    let f = mkfile(fs, &root_h, b"f");
+    let g = mkfile(fs, &root_h, b"g");
+    for dir in [&g, &f] {
+        let (e, attr, _) = fs.link(&root(), &f, dir, b"x").unwrap_err();
+        assert_eq!(e, FsError::NotDir);
+        assert_eq!(attr.map(|a| a.nlink), Some(1));
+    }
+    assert_eq!(getattr(fs, &f).nlink, 1);
+}
+
 /// LINK onto an existing name is Exist.
 pub fn link_existing_name_is_exist<F: Filesystem>(fx: &Fixture<F>) {
     let fs = fx.fs();

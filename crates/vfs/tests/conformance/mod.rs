@@ -199,6 +199,7 @@ macro_rules! conformance_tests {
             link::link_increments_nlink,
             link::link_to_directory_is_refused,
             link::link_existing_name_is_exist,
+            link::link_into_a_non_directory_is_notdir,
             link::remove_one_link_keeps_the_file,
             readdir::readdir_lists_dot_entries_first,
             readdir::readdir_paged_returns_each_name_once,
