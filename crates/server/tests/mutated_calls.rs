@@ -21,8 +21,8 @@ mod common;
 
 use std::fs;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
 use common::{all_threads_idle, lookup, opener, wait_until, MOUNT, NFS};
@@ -114,125 +114,62 @@ fn with_real_handles(args: &[u8], handles: &[Vec<u8>], rng: &mut Rng) -> Vec<u8>
 
 /// Creates, through NFS (so it works on every backend), what the calls work
 /// on, again after mutated REMOVEs, RENAMEs and SETATTRs; returns the handles
-/// of the root, `file` and `dir`.
+/// of the root, `file` and `dir`. Best effort: other connections' mutated
+/// calls may undo any step, and a missing object's handle is the root's.
 fn fixture(c: &mut SyncConnection, root: &FileHandle) -> Vec<Vec<u8>> {
-    let entry = |c: &mut SyncConnection, dir: &FileHandle, name: &[u8]| match lookup(c, dir, name) {
-        LookupRes::Ok(ok) => Some((ok.object, ok.obj_attributes.map(|a| a.ftype))),
-        LookupRes::Fail { .. } => None,
-    };
-    let mut handles = vec![encoded(root)];
     let dirop = |name| DirOpArgs3 {
         dir: root.as_fh3(),
         name,
     };
-    // A regular file of 64 KiB.
-    let file = match entry(c, root, b"file") {
-        Some((fh, Some(Ftype3::Reg))) => fh,
-        other => {
-            if other.is_some() {
-                let _: RemoveRes = c
-                    .nfs(
-                        NfsProc3::Remove,
-                        &RemoveArgs {
-                            object: dirop(b"file"),
-                        },
-                    )
-                    .unwrap();
-                let _: RmdirRes = c
-                    .nfs(
-                        NfsProc3::Rmdir,
-                        &RmdirArgs {
-                            object: dirop(b"file"),
-                        },
-                    )
-                    .unwrap();
-            }
-            let how = CreateHow3::Unchecked(Sattr3 {
-                mode: Some(0o644),
+    let object = |c: &mut SyncConnection, name: &'static [u8], want: Ftype3| {
+        let found = match lookup(c, root, name) {
+            LookupRes::Ok(ok) => Some(ok.obj_attributes.map(|a| a.ftype) == Some(want)),
+            LookupRes::Fail { .. } => None,
+        };
+        if found == Some(false) {
+            let object = dirop(name);
+            let _: Result<RemoveRes, _> = c.nfs(NfsProc3::Remove, &RemoveArgs { object });
+            let _: Result<RmdirRes, _> = c.nfs(NfsProc3::Rmdir, &RmdirArgs { object });
+        }
+        if found != Some(true) {
+            let attributes = Sattr3 {
+                mode: Some(0o755),
                 ..Sattr3::default()
-            });
-            let res: CreateRes = c
-                .nfs(
-                    NfsProc3::Create,
-                    &CreateArgs {
-                        where_: dirop(b"file"),
-                        how,
-                    },
-                )
-                .unwrap();
-            let CreateRes::Ok(CreateResOk { obj: Some(fh), .. }) = res else {
-                panic!("fixture: CREATE file: {res:?}")
             };
-            fh
-        }
-    };
-    let data = vec![0x5a; 64 << 10];
-    let res: WriteRes = c
-        .nfs(
-            NfsProc3::Write,
-            &WriteArgs {
-                file: file.as_fh3(),
-                offset: 0,
-                count: data.len() as u32,
-                stable: StableHow::Unstable,
-                data: &data,
-            },
-        )
-        .unwrap();
-    assert!(
-        matches!(res, WriteRes::Ok(_)),
-        "fixture: WRITE file: {res:?}"
-    );
-    handles.push(encoded(&file));
-    // A directory of five entries.
-    let dir = match entry(c, root, b"dir") {
-        Some((fh, Some(Ftype3::Dir))) => fh,
-        other => {
-            if other.is_some() {
-                let _: RemoveRes = c
-                    .nfs(
-                        NfsProc3::Remove,
-                        &RemoveArgs {
-                            object: dirop(b"dir"),
-                        },
-                    )
-                    .unwrap();
+            let where_ = dirop(name);
+            if want == Ftype3::Dir {
+                let _: Result<MkdirRes, _> =
+                    c.nfs(NfsProc3::Mkdir, &MkdirArgs { where_, attributes });
+            } else {
+                let how = CreateHow3::Unchecked(attributes);
+                let _: Result<CreateRes, _> = c.nfs(NfsProc3::Create, &CreateArgs { where_, how });
             }
-            let res: MkdirRes = c
-                .nfs(
-                    NfsProc3::Mkdir,
-                    &MkdirArgs {
-                        where_: dirop(b"dir"),
-                        attributes: Sattr3 {
-                            mode: Some(0o755),
-                            ..Sattr3::default()
-                        },
-                    },
-                )
-                .unwrap();
-            let MkdirRes::Ok(CreateResOk { obj: Some(fh), .. }) = res else {
-                panic!("fixture: MKDIR dir: {res:?}")
-            };
-            fh
+        }
+        match lookup(c, root, name) {
+            LookupRes::Ok(ok) => ok.object,
+            LookupRes::Fail { .. } => *root,
         }
     };
+    let file = object(c, b"file", Ftype3::Reg);
+    let data = vec![0x5a; 64 << 10];
+    let args = WriteArgs {
+        file: file.as_fh3(),
+        offset: 0,
+        count: data.len() as u32,
+        stable: StableHow::Unstable,
+        data: &data,
+    };
+    let _: Result<WriteRes, _> = c.nfs(NfsProc3::Write, &args);
+    let dir = object(c, b"dir", Ftype3::Dir);
     for name in [&b"e0"[..], b"e1", b"e2", b"e3", b"e4"] {
         let how = CreateHow3::Unchecked(Sattr3::default());
-        let _: CreateRes = c
-            .nfs(
-                NfsProc3::Create,
-                &CreateArgs {
-                    where_: DirOpArgs3 {
-                        dir: dir.as_fh3(),
-                        name,
-                    },
-                    how,
-                },
-            )
-            .unwrap();
+        let where_ = DirOpArgs3 {
+            dir: dir.as_fh3(),
+            name,
+        };
+        let _: Result<CreateRes, _> = c.nfs(NfsProc3::Create, &CreateArgs { where_, how });
     }
-    handles.push(encoded(&dir));
-    handles
+    vec![encoded(root), encoded(&file), encoded(&dir)]
 }
 
 /// Panics anywhere in this test binary (the scheduler catches a handler's
@@ -252,15 +189,27 @@ fn count_panics() {
 
 #[test]
 fn mutated_arguments_are_answered_and_stay_inside_the_export() {
-    run(BackendKind::Local);
+    run(BackendKind::Local, 1);
 }
 
 #[test]
 fn mutated_arguments_are_answered_by_the_memory_backend() {
-    run(BackendKind::Memory);
+    run(BackendKind::Memory, 1);
 }
 
-fn run(backend: BackendKind) {
+/// Four connections at once: handlers race on the same objects (lock order,
+/// renames against links and removes, the DRC under concurrent calls).
+#[test]
+fn concurrent_mutated_arguments_local() {
+    run(BackendKind::Local, 4);
+}
+
+#[test]
+fn concurrent_mutated_arguments_memory() {
+    run(BackendKind::Memory, 4);
+}
+
+fn run(backend: BackendKind, connections: u32) {
     count_panics();
     let top = tempfile::tempdir().unwrap();
     let export = top.path().join("export");
@@ -287,7 +236,7 @@ fn run(backend: BackendKind) {
     server_config.drc = Some(nfs::drc_config());
     let server = Server::start_with_dispatcher(server_config, Arc::new(dispatcher)).unwrap();
     let calls_ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_calls(&server, &path);
+        run_calls(&server, &path, connections);
     }));
     if let Err(failure) = calls_ran {
         // A service thread may be stuck: stopping the server would wait for
@@ -300,75 +249,102 @@ fn run(backend: BackendKind) {
     assert_eq!(fs::read(top.path().join(SECRET_NAME)).unwrap(), SECRET);
 }
 
-/// The calls, on one connection to `server`, which exports `path`.
-fn run_calls(server: &Server, path: &str) {
-    let mut c = SyncConnection::connect(server.local_addrs()[0]).unwrap();
-    let root = c.mount(path).unwrap();
-
+/// The calls, on `connections` connections at once to `server`, which
+/// exports `path`; the first connection also keeps the fixture up.
+fn run_calls(server: &Server, path: &str, connections: u32) {
     let nfs_procs: Vec<u32> = NfsProc3::ALL.iter().map(|&p| u32::from(p)).collect();
     let mount_procs: Vec<u32> = MountProc3::ALL.iter().map(|&p| u32::from(p)).collect();
     let mut calls = seeds("nfs3_args", NFS, &nfs_procs);
     calls.extend(seeds("mount_args", MOUNT, &mount_procs));
     assert!(calls.len() > 40, "{} seeds", calls.len());
 
-    let mut rng = Rng(env_or("MUTATION_SEED", 0x5eed_c0de) | 1);
-    let mut handles = fixture(&mut c, &root);
-    let (mut answered, mut refused) = (0u32, 0u32);
-    for i in 0..env_or("MUTATION_CALLS", 3000) {
-        if i % 200 == 0 {
-            handles = fixture(&mut c, &root);
+    let mut c = SyncConnection::connect(server.local_addrs()[0]).unwrap();
+    let root = c.mount(path).unwrap();
+    let handles = Mutex::new(fixture(&mut c, &root));
+    let (answered, refused) = (AtomicU32::new(0), AtomicU32::new(0));
+    let per_connection = env_or("MUTATION_CALLS", 3000) / u64::from(connections);
+    let seed = env_or("MUTATION_SEED", 0x5eed_c0de);
+    std::thread::scope(|scope| {
+        for k in 0..connections {
+            let (calls, handles, root) = (&calls, &handles, &root);
+            let (answered, refused) = (&answered, &refused);
+            let mut c = SyncConnection::connect(server.local_addrs()[0]).unwrap();
+            scope.spawn(move || {
+                let mut rng = Rng(seed.wrapping_add(u64::from(k) << 32) | 1);
+                for i in 0..per_connection {
+                    if k == 0 && i % 200 == 0 {
+                        let fresh = fixture(&mut c, root);
+                        *handles.lock().unwrap() = fresh;
+                    }
+                    let handles = handles.lock().unwrap().clone();
+                    if one_call(&mut c, &mut rng, calls, &handles, k, i) {
+                        answered.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
         }
-        let (program, proc_, args) = &calls[rng.below(calls.len() as u64) as usize];
-        let args = with_real_handles(args, &handles, &mut rng);
-        let edits: Vec<Edit> = (0..rng.below(4))
-            .map(|_| Edit {
-                kind: rng.next() as u8,
-                at: rng.next() as u32,
-                value: rng.next() as u32,
-            })
-            .collect();
-        let args = mutate(&args, &handles[rng.below(3) as usize], &edits);
-        // One call in 16 reuses a recent xid, as a retransmission does (with
-        // other arguments, too): the duplicate request cache answers it from
-        // memory or runs it as new, never leaves it unanswered.
-        let fresh = XID_BASE.wrapping_add(i as u32);
-        let reused = rng.below(16) == 0 && i > 8;
-        c.set_next_xid(if reused {
-            fresh.wrapping_sub(1 + rng.below(8) as u32)
-        } else {
-            fresh
-        });
-        let start = Instant::now();
-        let reply = c.call_raw(*program, 3, *proc_, &args);
-        let took = start.elapsed();
-        assert!(
-            took < BOUND,
-            "call {i} (program {program}, procedure {proc_}) took {took:?}"
-        );
-        match reply {
-            Ok(results) => {
-                answered += 1;
-                assert!(
-                    !results.windows(SECRET.len()).any(|w| w == SECRET)
-                        && !results
-                            .windows(SECRET_NAME.len())
-                            .any(|w| w == SECRET_NAME.as_bytes()),
-                    "call {i} (procedure {proc_}) answered with what is outside the export"
-                );
-            }
-            // GARBAGE_ARGS and the like: an answer too.
-            Err(CallError::Rpc(_)) => refused += 1,
-            Err(e) => panic!("call {i} (program {program}, procedure {proc_}): {e}"),
-        }
-    }
+    });
+    let (answered, refused) = (answered.into_inner(), refused.into_inner());
     println!("{answered} calls answered, {refused} refused at the RPC level");
     assert!(
         answered > 1000 && refused > 100,
         "{answered} answered, {refused} refused"
     );
     assert_eq!(PANICS.load(Ordering::Relaxed), 0, "a handler panicked");
-
     // The server is idle and still answers.
     assert!(wait_until(BOUND, || all_threads_idle(server)));
     c.call_raw(NFS, 3, 0, &[]).unwrap();
+}
+
+/// Call `i` of connection `k`: a seed with real handles, mutated, sometimes
+/// under a recent xid. Whether the server answered it (`false`: refused at
+/// the RPC level, GARBAGE_ARGS and the like, an answer too); panics if it
+/// took longer than [`BOUND`], failed otherwise, or leaked what is outside.
+fn one_call(
+    c: &mut SyncConnection,
+    rng: &mut Rng,
+    calls: &[(u32, u32, Vec<u8>)],
+    handles: &[Vec<u8>],
+    k: u32,
+    i: u64,
+) -> bool {
+    let (program, proc_, args) = &calls[rng.below(calls.len() as u64) as usize];
+    let args = with_real_handles(args, handles, rng);
+    let edits: Vec<Edit> = (0..rng.below(4))
+        .map(|_| Edit {
+            kind: rng.next() as u8,
+            at: rng.next() as u32,
+            value: rng.next() as u32,
+        })
+        .collect();
+    let args = mutate(&args, &handles[rng.below(3) as usize], &edits);
+    // One call in 16 reuses a recent xid, as a retransmission does (with
+    // other arguments, too): the duplicate request cache answers it from
+    // memory or runs it as new, never leaves it unanswered.
+    let fresh = XID_BASE.wrapping_add(i as u32);
+    let reused = rng.below(16) == 0 && i > 8;
+    c.set_next_xid(if reused {
+        fresh.wrapping_sub(1 + rng.below(8) as u32)
+    } else {
+        fresh
+    });
+    let start = Instant::now();
+    let reply = c.call_raw(*program, 3, *proc_, &args);
+    let took = start.elapsed();
+    let what = format!("connection {k}, call {i} (program {program}, procedure {proc_})");
+    assert!(took < BOUND, "{what} took {took:?}");
+    match reply {
+        Ok(results) => {
+            let leaked = results.windows(SECRET.len()).any(|w| w == SECRET)
+                || results
+                    .windows(SECRET_NAME.len())
+                    .any(|w| w == SECRET_NAME.as_bytes());
+            assert!(!leaked, "{what} answered with what is outside the export");
+            true
+        }
+        Err(CallError::Rpc(_)) => false,
+        Err(e) => panic!("{what}: {e}"),
+    }
 }
