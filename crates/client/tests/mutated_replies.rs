@@ -14,24 +14,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod common;
-#[path = "support/fake_server.rs"]
-mod fake_server;
+#[path = "support/mutating_proxy.rs"]
+mod mutating_proxy;
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Backend, TestServer};
-use fake_server::record;
+use mutating_proxy::{mutating_proxy, ProxyStats};
 use rnfs_client::{
     ClientOptions, Credential, DirtyBudget, IoConfig, NfsClient, NfsError, NfsFile, RpcClient,
 };
 use rnfs_nfs3::{CreateHow3, FileHandle, Nfsstat3, Sattr3, StableHow};
-use rnfs_rpc::{decode_reply, RecordDecoder, ReplyStatus};
-use rnfs_xdr::fuzzing::{mutate, Edit};
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -42,89 +38,6 @@ fn env_or(name: &str, default: u64) -> u64 {
 
 /// Every call must end well within this.
 const BOUND: Duration = Duration::from_secs(10);
-
-/// xorshift64*: deterministic edits from a seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// Counts of what the proxy did, to show the test is not vacuous.
-#[derive(Default)]
-struct ProxyStats {
-    replies: AtomicU64,
-    mutated: AtomicU64,
-}
-
-/// Listens on loopback; each connection is relayed to `server`, calls as
-/// they are, replies with their results mutated half of the time.
-fn mutating_proxy(server: SocketAddr, seed: u64, stats: Arc<ProxyStats>) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    thread::spawn(move || {
-        for (n, client) in listener.incoming().enumerate() {
-            let Ok(client) = client else { return };
-            let upstream = TcpStream::connect(server).unwrap();
-            let (mut c_in, mut s_out) =
-                (client.try_clone().unwrap(), upstream.try_clone().unwrap());
-            thread::spawn(move || {
-                let _ = std::io::copy(&mut c_in, &mut s_out);
-                let _ = s_out.shutdown(Shutdown::Write);
-            });
-            let stats = Arc::clone(&stats);
-            let rng = Rng(seed
-                .wrapping_add(n as u64)
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                | 1);
-            thread::spawn(move || relay_replies(upstream, client, rng, &stats));
-        }
-    });
-    addr
-}
-
-fn relay_replies(mut from: TcpStream, mut to: TcpStream, mut rng: Rng, stats: &ProxyStats) {
-    let mut decoder = RecordDecoder::new(4 << 20);
-    loop {
-        while let Ok(Some(rec)) = decoder.next_record() {
-            stats.replies.fetch_add(1, Ordering::Relaxed);
-            let out = match decode_reply(&rec) {
-                Ok(reply) if reply.header.status == ReplyStatus::Success && rng.below(2) == 0 => {
-                    stats.mutated.fetch_add(1, Ordering::Relaxed);
-                    let edits: Vec<Edit> = (0..1 + rng.below(3))
-                        .map(|_| Edit {
-                            kind: rng.next() as u8,
-                            at: rng.next() as u32,
-                            value: rng.next() as u32,
-                        })
-                        .collect();
-                    let (header, results) = rec.split_at(reply.results_offset);
-                    [header, &mutate(results, results, &edits)].concat()
-                }
-                _ => rec,
-            };
-            if to.write_all(&record(&out)).is_err() {
-                return;
-            }
-        }
-        match from.read(decoder.read_buf()) {
-            Ok(0) | Err(_) => {
-                let _ = to.shutdown(Shutdown::Both);
-                return;
-            }
-            Ok(n) => decoder.advance(n),
-        }
-    }
-}
 
 /// Runs `op`, which must end within [`BOUND`]; returns whether it succeeded.
 fn bounded<T>(what: &str, op: impl FnOnce() -> Result<T, NfsError>) -> bool {
@@ -160,7 +73,7 @@ fn mutated_replies_end_in_a_result_or_an_error() {
     let link = nfs.lookup(&dir, b"l").unwrap().0;
     let root = direct.root();
 
-    let stats = Arc::new(ProxyStats::default());
+    let stats = ProxyStats::new(true);
     let port = server.url.nfs_port.unwrap();
     let proxy = mutating_proxy(
         SocketAddr::from(([127, 0, 0, 1], port)),
