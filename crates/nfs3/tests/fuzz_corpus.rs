@@ -11,8 +11,10 @@
 
 mod strategies;
 
+#[path = "../../../fuzz/replay.rs"]
+mod replay;
+
 use std::fs;
-use std::path::PathBuf;
 use std::sync::LazyLock;
 
 use proptest::prelude::*;
@@ -21,115 +23,53 @@ use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
 use rnfs_nfs3::fuzzing;
 use rnfs_nfs3::*;
-use rnfs_xdr::fuzzing::{run_mutated, Edit};
 use rnfs_xdr::{Encode, Reader, Writer};
-
-fn corpus_dir(target: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target)
-}
-
-/// The files of the target's corpus, sorted by name.
-fn corpus_files(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = corpus_dir(target);
-    let mut paths: Vec<_> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    paths.sort();
-    paths
-        .into_iter()
-        .map(|p| {
-            let data = fs::read(&p).unwrap();
-            (p, data)
-        })
-        .collect()
-}
-
-/// Runs `f` on every file of the target's corpus and returns how many there were.
-fn replay(target: &str, f: fn(&[u8])) -> usize {
-    let files = corpus_files(target);
-    for (path, data) in &files {
-        let result = std::panic::catch_unwind(|| f(data));
-        assert!(result.is_ok(), "{target}: {} panicked", path.display());
-    }
-    files.len()
-}
 
 #[test]
 fn nfs3_args_corpus() {
-    assert!(replay("nfs3_args", fuzzing::nfs3_args) >= 30);
+    assert!(replay::replay("nfs3_args", fuzzing::nfs3_args) >= 30);
 }
 
 #[test]
 fn mount_args_corpus() {
-    assert!(replay("mount_args", fuzzing::mount_args) >= 10);
+    assert!(replay::replay("mount_args", fuzzing::mount_args) >= 10);
 }
 
 #[test]
 fn nfs3_res_corpus() {
-    assert!(replay("nfs3_res", fuzzing::nfs3_res) >= 44);
+    assert!(replay::replay("nfs3_res", fuzzing::nfs3_res) >= 44);
 }
 
 #[test]
 fn mount_res_corpus() {
-    assert!(replay("mount_res", fuzzing::mount_res) >= 12);
+    assert!(replay::replay("mount_res", fuzzing::mount_res) >= 12);
 }
 
 /// Every target's corpus, loaded once for the mutation tests.
-static CORPORA: LazyLock<[Vec<Vec<u8>>; 4]> = LazyLock::new(|| {
-    ["nfs3_args", "nfs3_res", "mount_args", "mount_res"]
-        .map(|t| corpus_files(t).into_iter().map(|(_, d)| d).collect())
-});
-
-fn fuzz_cases() -> u32 {
-    std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(512)
-}
-
-fn edits() -> impl Strategy<Value = Vec<Edit>> {
-    prop::collection::vec(
-        (any::<u8>(), any::<u32>(), any::<u32>()).prop_map(|(kind, at, value)| Edit {
-            kind,
-            at,
-            value,
-        }),
-        1..8,
-    )
-}
-
-fn check_mutated(corpus: usize, target: fn(&[u8]), pick: Index, other: Index, edits: &[Edit]) {
-    let inputs = &CORPORA[corpus];
-    let (pick, other) = (pick.index(inputs.len()), other.index(inputs.len()));
-    if let Err((data, message)) = run_mutated(inputs, pick, other, edits, target) {
-        panic!("{message}\ninput: {data:02x?}");
-    }
-}
+static CORPORA: LazyLock<[Vec<Vec<u8>>; 4]> =
+    LazyLock::new(|| ["nfs3_args", "nfs3_res", "mount_args", "mount_res"].map(replay::corpus));
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(fuzz_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(replay::fuzz_cases()))]
 
     #[test]
-    fn mutated_nfs3_args(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
-        check_mutated(0, fuzzing::nfs3_args, pick, other, &e);
+    fn mutated_nfs3_args(pick in any::<Index>(), other in any::<Index>(), e in replay::edits()) {
+        replay::check_mutated(&CORPORA[0], fuzzing::nfs3_args, pick, other, &e);
     }
 
     #[test]
-    fn mutated_nfs3_results(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
-        check_mutated(1, fuzzing::nfs3_res, pick, other, &e);
+    fn mutated_nfs3_results(pick in any::<Index>(), other in any::<Index>(), e in replay::edits()) {
+        replay::check_mutated(&CORPORA[1], fuzzing::nfs3_res, pick, other, &e);
     }
 
     #[test]
-    fn mutated_mount_args(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
-        check_mutated(2, fuzzing::mount_args, pick, other, &e);
+    fn mutated_mount_args(pick in any::<Index>(), other in any::<Index>(), e in replay::edits()) {
+        replay::check_mutated(&CORPORA[2], fuzzing::mount_args, pick, other, &e);
     }
 
     #[test]
-    fn mutated_mount_results(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
-        check_mutated(3, fuzzing::mount_res, pick, other, &e);
+    fn mutated_mount_results(pick in any::<Index>(), other in any::<Index>(), e in replay::edits()) {
+        replay::check_mutated(&CORPORA[3], fuzzing::mount_res, pick, other, &e);
     }
 }
 
@@ -498,7 +438,7 @@ fn regenerate_seed_corpus() {
         ("nfs3_res", nfs3_res_seeds()),
         ("mount_res", mount_res_seeds()),
     ] {
-        let dir = corpus_dir(target);
+        let dir = replay::corpus_dir(target);
         fs::create_dir_all(&dir).unwrap();
         for (name, data) in seeds {
             fs::write(dir.join(format!("seed-{name}")), data).unwrap();

@@ -10,122 +10,63 @@
     reason = "test helpers: a panic is the failure report"
 )]
 
+#[path = "../../../fuzz/replay.rs"]
+mod replay;
+
 use std::fs;
-use std::path::PathBuf;
 use std::sync::LazyLock;
 
 use proptest::prelude::*;
 use proptest::sample::Index;
 use rnfs_rpc::fuzzing::fuzz_dispatcher;
 use rnfs_rpc::{encode_call, encode_record, Auth, AuthSys, DispatchOutcome, Gids};
-use rnfs_xdr::fuzzing::{run_mutated, Edit};
-
-fn corpus_dir(target: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target)
-}
-
-/// The files of the target's corpus, sorted by name.
-fn corpus_files(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = corpus_dir(target);
-    let mut paths: Vec<_> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    paths.sort();
-    paths
-        .into_iter()
-        .map(|p| {
-            let data = fs::read(&p).unwrap();
-            (p, data)
-        })
-        .collect()
-}
-
-/// Runs `f` on every file of the target's corpus and returns how many there were.
-fn replay(target: &str, f: fn(&[u8])) -> usize {
-    let files = corpus_files(target);
-    for (path, data) in &files {
-        let result = std::panic::catch_unwind(|| f(data));
-        assert!(result.is_ok(), "{target}: {} panicked", path.display());
-    }
-    files.len()
-}
 
 #[test]
 fn xdr_reader_corpus() {
-    assert!(replay("xdr_reader", rnfs_xdr::fuzzing::xdr_reader) >= 10);
+    assert!(replay::replay("xdr_reader", rnfs_xdr::fuzzing::xdr_reader) >= 10);
 }
 
 #[test]
 fn record_deframer_corpus() {
-    assert!(replay("record_deframer", rnfs_rpc::fuzzing::record_deframer) >= 10);
+    assert!(replay::replay("record_deframer", rnfs_rpc::fuzzing::record_deframer) >= 10);
 }
 
 #[test]
 fn rpc_call_corpus() {
-    assert!(replay("rpc_call", rnfs_rpc::fuzzing::rpc_call) >= 10);
+    assert!(replay::replay("rpc_call", rnfs_rpc::fuzzing::rpc_call) >= 10);
 }
 
 #[test]
 fn rpc_reply_corpus() {
-    assert!(replay("rpc_reply", rnfs_rpc::fuzzing::rpc_reply) >= 10);
+    assert!(replay::replay("rpc_reply", rnfs_rpc::fuzzing::rpc_reply) >= 10);
 }
 
 /// Every target's corpus, loaded once for the mutation tests.
 static CORPORA: LazyLock<[Vec<Vec<u8>>; 4]> = LazyLock::new(|| {
-    ["xdr_reader", "record_deframer", "rpc_call", "rpc_reply"]
-        .map(|t| corpus_files(t).into_iter().map(|(_, d)| d).collect())
+    ["xdr_reader", "record_deframer", "rpc_call", "rpc_reply"].map(replay::corpus)
 });
 
-fn fuzz_cases() -> u32 {
-    std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(512)
-}
-
-fn edits() -> impl Strategy<Value = Vec<Edit>> {
-    prop::collection::vec(
-        (any::<u8>(), any::<u32>(), any::<u32>()).prop_map(|(kind, at, value)| Edit {
-            kind,
-            at,
-            value,
-        }),
-        1..8,
-    )
-}
-
-fn check_mutated(corpus: usize, target: fn(&[u8]), pick: Index, other: Index, edits: &[Edit]) {
-    let inputs = &CORPORA[corpus];
-    let (pick, other) = (pick.index(inputs.len()), other.index(inputs.len()));
-    if let Err((data, message)) = run_mutated(inputs, pick, other, edits, target) {
-        panic!("{message}\ninput: {data:02x?}");
-    }
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(fuzz_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(replay::fuzz_cases()))]
 
     #[test]
-    fn mutated_xdr_reader_inputs(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
-        check_mutated(0, rnfs_xdr::fuzzing::xdr_reader, pick, other, &e);
+    fn mutated_xdr_reader_inputs(pick in any::<Index>(), other in any::<Index>(), e in replay::edits()) {
+        replay::check_mutated(&CORPORA[0], rnfs_xdr::fuzzing::xdr_reader, pick, other, &e);
     }
 
     #[test]
-    fn mutated_record_streams(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
-        check_mutated(1, rnfs_rpc::fuzzing::record_deframer, pick, other, &e);
+    fn mutated_record_streams(pick in any::<Index>(), other in any::<Index>(), e in replay::edits()) {
+        replay::check_mutated(&CORPORA[1], rnfs_rpc::fuzzing::record_deframer, pick, other, &e);
     }
 
     #[test]
-    fn mutated_calls(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
-        check_mutated(2, rnfs_rpc::fuzzing::rpc_call, pick, other, &e);
+    fn mutated_calls(pick in any::<Index>(), other in any::<Index>(), e in replay::edits()) {
+        replay::check_mutated(&CORPORA[2], rnfs_rpc::fuzzing::rpc_call, pick, other, &e);
     }
 
     #[test]
-    fn mutated_replies(pick in any::<Index>(), other in any::<Index>(), e in edits()) {
-        check_mutated(3, rnfs_rpc::fuzzing::rpc_reply, pick, other, &e);
+    fn mutated_replies(pick in any::<Index>(), other in any::<Index>(), e in replay::edits()) {
+        replay::check_mutated(&CORPORA[3], rnfs_rpc::fuzzing::rpc_reply, pick, other, &e);
     }
 }
 
@@ -351,7 +292,7 @@ fn regenerate_seed_corpus() {
         ("rpc_call", named(rpc_call_seeds())),
         ("rpc_reply", rpc_reply_seeds()),
     ] {
-        let dir = corpus_dir(target);
+        let dir = replay::corpus_dir(target);
         fs::create_dir_all(&dir).unwrap();
         for (name, data) in seeds {
             fs::write(dir.join(format!("seed-{name}")), data).unwrap();

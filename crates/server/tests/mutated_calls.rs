@@ -31,7 +31,7 @@ use rnfs_nfs3::*;
 use rnfs_server::nfs::exports::{Access, BackendKind, Squash};
 use rnfs_server::nfs::{self, ExportConfig, Exports, HandleKey};
 use rnfs_server::Server;
-use rnfs_xdr::fuzzing::{mutate, Edit};
+use rnfs_xdr::fuzzing::{mutate, Edit, XorShift};
 use rnfs_xdr::{Encode, Writer};
 
 /// Every call must be answered well within this.
@@ -50,22 +50,6 @@ fn env_or(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// `(program, procedure, arguments)` of every hand-made seed of `target`.
@@ -97,7 +81,7 @@ fn encoded(fh: &FileHandle) -> Vec<u8> {
 }
 
 /// `args` with each placeholder handle replaced by one of `handles`.
-fn with_real_handles(args: &[u8], handles: &[Vec<u8>], rng: &mut Rng) -> Vec<u8> {
+fn with_real_handles(args: &[u8], handles: &[Vec<u8>], rng: &mut XorShift) -> Vec<u8> {
     let mut out = Vec::with_capacity(args.len() + 64);
     let mut rest = args;
     while let Some(at) = rest
@@ -270,7 +254,7 @@ fn run_calls(server: &Server, path: &str, connections: u32) {
             let (answered, refused) = (&answered, &refused);
             let mut c = SyncConnection::connect(server.local_addrs()[0]).unwrap();
             scope.spawn(move || {
-                let mut rng = Rng(seed.wrapping_add(u64::from(k) << 32) | 1);
+                let mut rng = XorShift::new(seed.wrapping_add(u64::from(k) << 32));
                 for i in 0..per_connection {
                     if k == 0 && i % 200 == 0 {
                         let fresh = fixture(&mut c, root);
@@ -304,7 +288,7 @@ fn run_calls(server: &Server, path: &str, connections: u32) {
 /// took longer than [`BOUND`], failed otherwise, or leaked what is outside.
 fn one_call(
     c: &mut SyncConnection,
-    rng: &mut Rng,
+    rng: &mut XorShift,
     calls: &[(u32, u32, Vec<u8>)],
     handles: &[Vec<u8>],
     k: u32,
@@ -312,13 +296,7 @@ fn one_call(
 ) -> bool {
     let (program, proc_, args) = &calls[rng.below(calls.len() as u64) as usize];
     let args = with_real_handles(args, handles, rng);
-    let edits: Vec<Edit> = (0..rng.below(4))
-        .map(|_| Edit {
-            kind: rng.next() as u8,
-            at: rng.next() as u32,
-            value: rng.next() as u32,
-        })
-        .collect();
+    let edits: Vec<Edit> = (0..rng.below(4)).map(|_| Edit::random(rng)).collect();
     let args = mutate(&args, &handles[rng.below(3) as usize], &edits);
     // One call in 16 reuses a recent xid, as a retransmission does (with
     // other arguments, too): the duplicate request cache answers it from

@@ -100,6 +100,43 @@ pub struct Edit {
     pub value: u32,
 }
 
+impl Edit {
+    /// An edit drawn from `rng`, for mutation loops that run without a
+    /// property-testing crate (the end-to-end tests of server and client).
+    pub fn random(rng: &mut XorShift) -> Self {
+        Self {
+            kind: rng.next_u64() as u8,
+            at: rng.next_u64() as u32,
+            value: rng.next_u64() as u32,
+        }
+    }
+}
+
+/// xorshift64*: a small deterministic generator, so a failing mutation run
+/// repeats from its seed.
+#[derive(Debug, Clone)]
+pub struct XorShift(u64);
+
+impl XorShift {
+    /// A generator from `seed` (any value: zero is made odd).
+    pub fn new(seed: u64) -> Self {
+        Self(seed | 1)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n` (`0` when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
 /// Values XDR decoders must treat carefully: lengths and counts at their limits,
 /// discriminants just past the last one, sign bits.
 const INTERESTING: [u32; 16] = [

@@ -13,23 +13,7 @@ use std::sync::Arc;
 use std::thread;
 
 use rnfs_rpc::{decode_reply, encode_record, RecordDecoder, ReplyStatus};
-use rnfs_xdr::fuzzing::{mutate, Edit};
-
-/// xorshift64*: deterministic edits from a seed.
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use rnfs_xdr::fuzzing::{mutate, Edit, XorShift};
 
 /// What the proxy does and did: the switch, and counts to show a test is not
 /// vacuous.
@@ -69,17 +53,17 @@ pub(crate) fn mutating_proxy(server: SocketAddr, seed: u64, stats: Arc<ProxyStat
                 let _ = s_out.shutdown(Shutdown::Write);
             });
             let stats = Arc::clone(&stats);
-            let rng = Rng(seed
-                .wrapping_add(n as u64)
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                | 1);
+            let rng = XorShift::new(
+                seed.wrapping_add(n as u64)
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
             thread::spawn(move || relay_replies(upstream, client, rng, &stats));
         }
     });
     addr
 }
 
-fn relay_replies(mut from: TcpStream, mut to: TcpStream, mut rng: Rng, stats: &ProxyStats) {
+fn relay_replies(mut from: TcpStream, mut to: TcpStream, mut rng: XorShift, stats: &ProxyStats) {
     let mut decoder = RecordDecoder::new(4 << 20);
     loop {
         while let Ok(Some(rec)) = decoder.next_record() {
@@ -92,11 +76,7 @@ fn relay_replies(mut from: TcpStream, mut to: TcpStream, mut rng: Rng, stats: &P
                 {
                     stats.mutated.fetch_add(1, Ordering::Relaxed);
                     let edits: Vec<Edit> = (0..1 + rng.below(3))
-                        .map(|_| Edit {
-                            kind: rng.next() as u8,
-                            at: rng.next() as u32,
-                            value: rng.next() as u32,
-                        })
+                        .map(|_| Edit::random(&mut rng))
                         .collect();
                     let (header, results) = rec.split_at(reply.results_offset);
                     [header, &mutate(results, results, &edits)].concat()
