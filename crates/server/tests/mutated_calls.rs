@@ -9,7 +9,8 @@
 //! procedure, with their placeholder handle replaced by a real one (the
 //! export's root, a file, a directory) and then edited by
 //! `rnfs_xdr::fuzzing::mutate`; one call in 16 reuses a recent xid, as a
-//! retransmission would. The decoders are fuzzed on their own in
+//! retransmission would, and one in 8 has its header mutated too (then only
+//! the server's answer to a NULL behind it is checked). The decoders are fuzzed on their own in
 //! `rnfs-nfs3`; this reaches what the handlers do with arguments that decode
 //! but ask odd things (offsets near 2^63, counts past any limit, names with
 //! `/` or `..`, sizes and times at their extremes).
@@ -20,6 +21,8 @@
 mod common;
 
 use std::fs;
+use std::io::{ErrorKind, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once};
@@ -28,9 +31,10 @@ use std::time::{Duration, Instant};
 use common::{all_threads_idle, lookup, opener, wait_until, MOUNT, NFS};
 use rnfs_client::{CallError, SyncConnection};
 use rnfs_nfs3::*;
+use rnfs_rpc::{encode_call, encode_record, Auth, AuthSys, Gids};
 use rnfs_server::nfs::exports::{Access, BackendKind, Squash};
 use rnfs_server::nfs::{self, ExportConfig, Exports, HandleKey};
-use rnfs_server::Server;
+use rnfs_server::{Metrics, MetricsConfig, Server};
 use rnfs_xdr::fuzzing::{mutate, Edit, XorShift};
 use rnfs_xdr::{Encode, Writer};
 
@@ -218,6 +222,9 @@ fn run(backend: BackendKind, connections: u32) {
     let dispatcher = nfs::dispatcher(exports, HandleKey::ephemeral().unwrap()).unwrap();
     let mut server_config = common::config();
     server_config.drc = Some(nfs::drc_config());
+    // Per-call metrics on, as `rnfs serve` runs by default: they key on the
+    // (program, version, procedure) and the client of every call.
+    server_config.metrics = Some(Arc::new(Metrics::new(MetricsConfig::default())));
     let server = Server::start_with_dispatcher(server_config, Arc::new(dispatcher)).unwrap();
     let calls_ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_calls(&server, &path, connections);
@@ -253,7 +260,9 @@ fn run_calls(server: &Server, path: &str, connections: u32) {
             let (calls, handles, root) = (&calls, &handles, &root);
             let (answered, refused) = (&answered, &refused);
             let mut c = SyncConnection::connect(server.local_addrs()[0]).unwrap();
+            let addr = server.local_addrs()[0];
             scope.spawn(move || {
+                let mut raw = common::connect(addr);
                 let mut rng = XorShift::new(seed.wrapping_add(u64::from(k) << 32));
                 for i in 0..per_connection {
                     if k == 0 && i % 200 == 0 {
@@ -261,6 +270,10 @@ fn run_calls(server: &Server, path: &str, connections: u32) {
                         *handles.lock().unwrap() = fresh;
                     }
                     let handles = handles.lock().unwrap().clone();
+                    if rng.below(8) == 0 {
+                        whole_record_mutated(&mut raw, addr, &mut rng, calls, &handles, k, i);
+                        continue;
+                    }
                     if one_call(&mut c, &mut rng, calls, &handles, k, i) {
                         answered.fetch_add(1, Ordering::Relaxed);
                     } else {
@@ -280,6 +293,82 @@ fn run_calls(server: &Server, path: &str, connections: u32) {
     // The server is idle and still answers.
     assert!(wait_until(BOUND, || all_threads_idle(server)));
     c.call_raw(NFS, 3, 0, &[]).unwrap();
+}
+
+/// Call `i` of connection `k`, with its header mutated too (program,
+/// version, procedure, credential, record length), sent on the raw
+/// connection `raw` and followed by a NULL call: the NULL must be answered,
+/// or the connection closed by the server (its answer to a record that is
+/// not a call), never left hanging. Replies to the mutated call itself are
+/// skipped: it may get one, or none.
+fn whole_record_mutated(
+    raw: &mut TcpStream,
+    addr: SocketAddr,
+    rng: &mut XorShift,
+    calls: &[(u32, u32, Vec<u8>)],
+    handles: &[Vec<u8>],
+    k: u32,
+    i: u64,
+) {
+    let (program, proc_, args) = &calls[rng.below(calls.len() as u64) as usize];
+    let args = with_real_handles(args, handles, rng);
+    let mut record = Vec::new();
+    encode_call(
+        0x7000_0000 | i as u32,
+        *program,
+        3,
+        *proc_,
+        &Auth::Sys(root_cred()),
+        &args,
+        &mut record,
+    );
+    let body = record.split_off(4);
+    let edits: Vec<Edit> = (0..1 + rng.below(3)).map(|_| Edit::random(rng)).collect();
+    let mut framed = Vec::new();
+    encode_record(&mutate(&body, &args, &edits), &mut framed);
+    let null_xid = 0x7800_0000 | i as u32;
+    let mut null = Vec::new();
+    encode_call(null_xid, NFS, 3, 0, &Auth::None, &[], &mut null);
+    let what = format!("connection {k}, call {i} (mutated header)");
+    if raw
+        .write_all(&framed)
+        .and_then(|()| raw.write_all(&null))
+        .is_err()
+    {
+        *raw = common::connect(addr);
+        return;
+    }
+    let start = Instant::now();
+    loop {
+        match common::read_record(raw) {
+            Ok(reply) => {
+                if reply.get(..4) == Some(&null_xid.to_be_bytes()[..]) {
+                    return;
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                panic!(
+                    "{what}: no answer to the NULL after it in {:?}",
+                    start.elapsed()
+                )
+            }
+            // Closed by the server: a new connection for the next one.
+            Err(_) => {
+                *raw = common::connect(addr);
+                return;
+            }
+        }
+    }
+}
+
+fn root_cred() -> AuthSys<'static> {
+    AuthSys {
+        stamp: 0,
+        machine_name: b"mutated",
+        uid: 0,
+        gid: 0,
+        gids: Gids::new(&[]).unwrap(),
+    }
 }
 
 /// Call `i` of connection `k`: a seed with real handles, mutated, sometimes

@@ -118,9 +118,13 @@ impl Edit {
 pub struct XorShift(u64);
 
 impl XorShift {
-    /// A generator from `seed` (any value: zero is made odd).
+    /// A generator from `seed`: any value, and neighbouring seeds give
+    /// unrelated streams (splitmix64's finaliser; the state must not be 0).
     pub fn new(seed: u64) -> Self {
-        Self(seed | 1)
+        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        Self((z ^ (z >> 31)) | 1)
     }
 
     /// The next 64 random bits.
@@ -289,5 +293,15 @@ mod tests {
             ),
             [0, 0]
         );
+    }
+
+    #[test]
+    fn neighbouring_seeds_give_different_streams() {
+        let first = |seed| XorShift::new(seed).next_u64();
+        assert_ne!(first(44), first(45));
+        assert_ne!(first(0), first(1));
+        let mut r = XorShift::new(7);
+        assert!((0..100).all(|_| r.below(3) < 3));
+        assert_eq!(r.below(0), 0);
     }
 }
