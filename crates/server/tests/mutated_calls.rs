@@ -8,12 +8,12 @@
 //! The calls are the fuzz corpus's hand-made `seed-*` arguments of every
 //! procedure, with their placeholder handle replaced by a real one (the
 //! export's root, a file, a directory) and then edited by
-//! `rnfs_xdr::fuzzing::mutate`; one call in 16 reuses a recent xid, as a
-//! retransmission would, and one in 8 has its header mutated too (then only
-//! the server's answer to a NULL behind it is checked). The decoders are fuzzed on their own in
-//! `rnfs-nfs3`; this reaches what the handlers do with arguments that decode
-//! but ask odd things (offsets near 2^63, counts past any limit, names with
-//! `/` or `..`, sizes and times at their extremes).
+//! `rnfs_xdr::fuzzing::mutate`. One call in 16 reuses a recent xid, as a
+//! retransmission would; one in 8 has its header mutated too, and then only
+//! the server's answer to a NULL behind it is checked. The decoders are
+//! fuzzed on their own in `rnfs-nfs3`; this reaches what the handlers do with
+//! arguments that decode but ask odd things (offsets near 2^63, counts past
+//! any limit, names with `/` or `..`, sizes and times at their extremes).
 //!
 //! `MUTATION_SEED` and `MUTATION_CALLS` (default 3000) override the run.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
