@@ -164,7 +164,8 @@ const INTERESTING: [u32; 16] = [
 
 /// Applies `edits` to `input`, libFuzzer-style, for mutation tests that run in
 /// CI without a fuzzing engine: bit flips, bytes set, XDR words set to
-/// [`INTERESTING`] values or nudged by a small amount (lengths off by one),
+/// boundary values (0 to 5, 8, 16, 17, 0x7f, 0xff, 0x400, 2^31 - 1, 2^31,
+/// 2^32 - 2, 2^32 - 1) or nudged by a small amount (lengths off by one),
 /// truncation, insertion, deletion, a duplicated span, and a splice with
 /// `other` (another corpus input).
 pub fn mutate(input: &[u8], other: &[u8], edits: &[Edit]) -> Vec<u8> {
