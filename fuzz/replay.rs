@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use proptest::sample::Index;
-use rnfs_xdr::fuzzing::{run_mutated, Edit};
+use rnfs_xdr::fuzzing::{env_or, run_mutated, Edit};
 
 /// `fuzz/corpus/<target>`.
 pub(crate) fn corpus_dir(target: &str) -> PathBuf {
@@ -52,22 +52,12 @@ pub(crate) fn replay(target: &str, f: fn(&[u8])) -> usize {
 
 /// Cases per mutation test: `FUZZ_CASES`, 512 by default.
 pub(crate) fn fuzz_cases() -> u32 {
-    std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(512)
+    u32::try_from(env_or("FUZZ_CASES", 512)).unwrap_or(u32::MAX)
 }
 
 /// One to seven edits.
 pub(crate) fn edits() -> impl Strategy<Value = Vec<Edit>> {
-    prop::collection::vec(
-        (any::<u8>(), any::<u32>(), any::<u32>()).prop_map(|(kind, at, value)| Edit {
-            kind,
-            at,
-            value,
-        }),
-        1..8,
-    )
+    prop::collection::vec(any::<(u8, u32, u32)>().prop_map(Edit::from), 1..8)
 }
 
 /// Runs `target` on input `pick` of `inputs` after `edits`; panics with the
@@ -79,8 +69,8 @@ pub(crate) fn check_mutated(
     other: Index,
     edits: &[Edit],
 ) {
-    let (pick, other) = (pick.index(inputs.len()), other.index(inputs.len()));
-    if let Err((data, message)) = run_mutated(inputs, pick, other, edits, target) {
+    let (input, other) = (pick.get(inputs), other.get(inputs));
+    if let Err((data, message)) = run_mutated(input, other, edits, target) {
         panic!("{message}\ninput: {data:02x?}");
     }
 }

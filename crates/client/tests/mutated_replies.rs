@@ -28,13 +28,7 @@ use rnfs_client::{
     ClientOptions, Credential, DirtyBudget, IoConfig, NfsClient, NfsError, NfsFile, RpcClient,
 };
 use rnfs_nfs3::{CreateHow3, FileHandle, Nfsstat3, Sattr3, StableHow};
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use rnfs_xdr::fuzzing::env_or;
 
 /// Every call must end well within this.
 const BOUND: Duration = Duration::from_secs(10);

@@ -25,16 +25,10 @@ use common::{skip, start_server};
 use mutating_proxy::{mutating_proxy, ProxyStats};
 use rnfs_client::NfsUrl;
 use rnfs_fuse::MountOptions;
+use rnfs_xdr::fuzzing::env_or;
 
 /// Every file operation must end well within this (retransmissions included).
 const BOUND: Duration = Duration::from_secs(30);
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Opens without blocking: a mutated reply may have told the kernel that a
 /// name is a FIFO, and opening a FIFO waits for a partner (the kernel's

@@ -19,11 +19,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod common;
+#[path = "../../../fuzz/replay.rs"]
+mod replay;
 
 use std::fs;
 use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
@@ -35,7 +36,7 @@ use rnfs_rpc::{encode_call, encode_record, Auth, AuthSys, Gids};
 use rnfs_server::nfs::exports::{Access, BackendKind, Squash};
 use rnfs_server::nfs::{self, ExportConfig, Exports, HandleKey};
 use rnfs_server::{Metrics, MetricsConfig, Server};
-use rnfs_xdr::fuzzing::{mutate, Edit, XorShift};
+use rnfs_xdr::fuzzing::{env_or, mutate, Edit, XorShift};
 use rnfs_xdr::{Encode, Writer};
 
 /// Every call must be answered well within this.
@@ -49,28 +50,17 @@ const XID_BASE: u32 = 0x4000_0000;
 const SECRET: &[u8] = b"outside-the-export-4f1e9c";
 const SECRET_NAME: &str = "secret-name-8b2d71";
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// `(program, procedure, arguments)` of every hand-made seed of `target`.
 fn seeds(target: &str, program: u32, procs: &[u32]) -> Vec<(u32, u32, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let mut names: Vec<_> = fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("seed-"))
-        .collect();
-    names.sort();
-    names
+    replay::corpus_files(target)
         .into_iter()
-        .filter_map(|n| {
-            let data = fs::read(dir.join(n)).unwrap();
+        .filter(|(path, _)| {
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("seed-")
+        })
+        .filter_map(|(_, data)| {
             let (&selector, args) = data.split_first()?;
             let proc_ = procs[usize::from(selector) % procs.len()];
             Some((program, proc_, args.to_vec()))

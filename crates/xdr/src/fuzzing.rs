@@ -100,6 +100,23 @@ pub struct Edit {
     pub value: u32,
 }
 
+impl From<(u8, u32, u32)> for Edit {
+    /// `(kind, at, value)`, as a property-testing crate generates them.
+    fn from((kind, at, value): (u8, u32, u32)) -> Self {
+        Self { kind, at, value }
+    }
+}
+
+/// The environment variable `name` as a number, or `default` when it is unset
+/// or not a number: how the mutation tests take longer runs
+/// (`FUZZ_CASES`, `MUTATION_SEED`, ...).
+pub fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 impl Edit {
     /// An edit drawn from `rng`, for mutation loops that run without a
     /// property-testing crate (the end-to-end tests of server and client).
@@ -216,24 +233,15 @@ pub fn mutate(input: &[u8], other: &[u8], edits: &[Edit]) -> Vec<u8> {
     data
 }
 
-/// Runs `target` on corpus input `pick` after `edits` (splicing with input
-/// `other`; both taken modulo the corpus size) and returns the mutated input
-/// with the panic message if the target panicked.
+/// Runs `target` on `input` after `edits` (splicing with `other`) and returns
+/// the mutated input with the panic message if the target panicked.
 pub fn run_mutated(
-    corpus: &[Vec<u8>],
-    pick: usize,
-    other: usize,
+    input: &[u8],
+    other: &[u8],
     edits: &[Edit],
     target: fn(&[u8]),
 ) -> Result<(), (Vec<u8>, String)> {
-    if corpus.is_empty() {
-        return Ok(());
-    }
-    let data = mutate(
-        &corpus[pick % corpus.len()],
-        &corpus[other % corpus.len()],
-        edits,
-    );
+    let data = mutate(input, other, edits);
     std::panic::catch_unwind(|| target(&data)).map_err(|panic| {
         let message = panic
             .downcast_ref::<String>()

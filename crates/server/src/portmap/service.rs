@@ -478,10 +478,7 @@ mod tests {
                 encoded(&|w| rpcb(b"tcp6", b"::1.8.1").encode(w)),
                 encoded(&|w| rpcb(b"", b"").encode(w)),
             ];
-            let edits: Vec<Edit> = edits
-                .into_iter()
-                .map(|(kind, at, value)| Edit { kind, at, value })
-                .collect();
+            let edits: Vec<Edit> = edits.into_iter().map(Edit::from).collect();
             let args = mutate(&inputs[pick], &inputs[(pick + 1) % 4], &edits);
             let svc = PortmapService::new(Arc::new(PortRegistry::new()));
             let call = |vers, proc_, args: &[u8]| {
