@@ -691,7 +691,8 @@ pub(crate) struct SchedArgs {
     /// CPU work per call in the in-process mode, in nanoseconds (busy loop).
     #[arg(long, default_value_t = 0)]
     work_ns: u64,
-    /// lwq's bound on threads woken but not yet running.
+    /// lwq's bound on threads woken but not yet running (above 1, another
+    /// thread is woken only while more tasks are queued than threads waking).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     max_waking: u32,
     /// Pool layout.

@@ -167,7 +167,9 @@ pub(crate) struct ServeArgs {
     #[arg(long = "sched", value_enum, value_name = "POLICY", default_value_t = PolicyArg::Lwq)]
     sched: PolicyArg,
 
-    /// Most threads per pool woken but not yet running (1 = one waker at a time).
+    /// Most threads per pool woken but not yet running (1 = one waker at a
+    /// time). Above 1, lwq wakes another thread only while more calls are
+    /// queued than threads already waking for them.
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_waking: u32,

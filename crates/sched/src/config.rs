@@ -149,7 +149,9 @@ pub struct Config {
     /// Automatic sizing never grows above this many threads.
     pub max_threads: usize,
     /// Bound on threads woken but not yet running, per pool (Linux 2009's
-    /// `SVC_MAX_WAKING` was 5; 1 gives "one thread waking at a time").
+    /// `SVC_MAX_WAKING` was 5; 1 gives "one thread waking at a time"). With
+    /// `lwq`, a thread beyond the first is woken only while more tasks are
+    /// queued than threads waking.
     pub max_waking: usize,
     /// An idle thread above `min_threads` retires after this long.
     pub idle_timeout: Duration,

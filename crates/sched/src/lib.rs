@@ -11,8 +11,10 @@
 //! - Idle threads wait on an **O(1) LIFO stack**. A producer wakes one idle
 //!   thread, unless `max_waking` threads are already **woken but not yet
 //!   running**: then the waking thread, once it has taken a task, wakes the
-//!   next one only if work remains. Wake-ups stay near one per task and the
-//!   runnable threads near the number of CPUs, whatever the thread count.
+//!   next one only if work remains. Beyond the first, a thread is woken only
+//!   while more tasks are queued than threads waking. Wake-ups stay near one
+//!   per task and the runnable threads near the number of CPUs, whatever the
+//!   thread count.
 //! - A thread **releases** the task as soon as it has read one record, so the
 //!   next record on the same transport is read by another thread in parallel;
 //!   the task goes to the back of the queue (FIFO fairness between tasks).

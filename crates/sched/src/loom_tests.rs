@@ -1,5 +1,6 @@
 //! loom models of the wake protocol (run with `ci/loom.sh`):
-//! going idle loses no wake-up, at most one thread waking, a woken thread
+//! going idle loses no wake-up, at most one thread waking (and, with a
+//! bound of 2, a second one only for a queued task), a woken thread
 //! always has work (direct hand-off), the busy flag admits one reader, a
 //! shrink request has exactly one victim and passes the work on, and
 //! shutdown wakes everyone.
@@ -123,17 +124,35 @@ fn two_workers_two_producers(pool: &Arc<Pool<u32>>) -> Vec<thread::JoinHandle<Ex
 
 #[test]
 fn at_most_one_thread_waking() {
-    loom::model(|| {
-        let pool = pool(2, 2, 1);
+    waking_stays_within(1);
+}
+
+/// `lwq` with a bound of 2: a second thread is woken only while more tasks
+/// are queued than threads waking. That gate never loses a wake-up (both
+/// tasks run: a lost one leaves a worker parked and loom reports the
+/// deadlock), and the bound holds.
+#[test]
+fn waking_beyond_one_only_for_queued_tasks_loses_no_wakeup() {
+    waking_stays_within(2);
+}
+
+/// Two workers, two producers: both tasks run and never more than `bound`
+/// threads are woken but not yet running.
+fn waking_stays_within(bound: usize) {
+    loom::model(move || {
+        let pool = pool(2, 2, bound);
         let workers = two_workers_two_producers(&pool);
         let peak = pool
             .counters
             .peak_waking
             .load(std::sync::atomic::Ordering::Relaxed);
-        assert!(peak <= 1, "peak woken-but-not-running {peak} > 1");
+        assert!(
+            peak <= bound as u64,
+            "peak woken-but-not-running {peak} > {bound}"
+        );
         shutdown(&pool);
         for w in workers {
-            w.join().unwrap();
+            assert_eq!(w.join().unwrap(), ExitReason::Shutdown);
         }
     });
 }

@@ -12,11 +12,18 @@
 //!   `task.rs`), so a push never races a pop of the same node: no ABA;
 //! - empty ⇔ `new` and `ready` are both null. While `new` is being moved,
 //!   `ready` holds [`REFILLING`], so [`Lwq::is_empty`] never sees a false empty.
+//!
+//! [`Lwq::len_estimate`] counts pushes and pops (only in a queue made
+//! [`Lwq::counted`]: the default `lwq` bound of 1 never reads the count and
+//! pays nothing for it): a producer counts before it
+//! pushes (on the line of `new`, which it is about to write anyway), a
+//! consumer after it pops, under the lock (a plain store, not a read-modify-
+//! write). It is a hint: it may be off by the pushes and pops in flight.
 
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-use crate::sync::{lock, AtomicPtr, Mutex, Ordering};
+use crate::sync::{lock, AtomicPtr, AtomicU64, Mutex, Ordering};
 use crate::task::Task;
 
 /// The queue. Owns one `Arc<Task<T>>` strong count per queued task, held as
@@ -25,9 +32,15 @@ pub(crate) struct Lwq<T> {
     /// Producers' LIFO. Written by producers (CAS) and by the consumer that
     /// swaps it out under `lock`.
     new: AtomicPtr<Task<T>>,
+    /// Tasks ever pushed: incremented by producers before their push.
+    pushed: AtomicU64,
     /// Consumers' FIFO head, or `REFILLING`. Written only under `lock`; read
     /// without it by `is_empty`.
     ready: AtomicPtr<Task<T>>,
+    /// Tasks ever popped: stored only under `lock`, after a pop.
+    popped: AtomicU64,
+    /// Whether `pushed` and `popped` are kept.
+    counted: bool,
     lock: Mutex<()>,
 }
 
@@ -44,16 +57,35 @@ fn refilling<T>() -> *mut Task<T> {
 }
 
 impl<T> Lwq<T> {
+    /// An empty queue that keeps no count ([`Lwq::len_estimate`] is 0).
     pub(crate) fn new() -> Self {
+        Self::with_count(false)
+    }
+
+    /// An empty queue that counts its pushes and pops for
+    /// [`Lwq::len_estimate`].
+    pub(crate) fn counted() -> Self {
+        Self::with_count(true)
+    }
+
+    fn with_count(counted: bool) -> Self {
         Lwq {
             new: AtomicPtr::new(ptr::null_mut()),
+            pushed: AtomicU64::new(0),
             ready: AtomicPtr::new(ptr::null_mut()),
+            popped: AtomicU64::new(0),
+            counted,
             lock: Mutex::new(()),
         }
     }
 
     /// Pushes `task` (whose owner holds `BUSY`). Never blocks, never locks.
     pub(crate) fn push(&self, task: Arc<Task<T>>) {
+        if self.counted {
+            // Relaxed: the count is a hint (`len_estimate`); the release CAS
+            // below orders it before the task's pop and so before the pop's count.
+            self.pushed.fetch_add(1, Ordering::Relaxed);
+        }
         let node = Arc::into_raw(task).cast_mut();
         let mut head = self.new.load(Ordering::Relaxed);
         loop {
@@ -97,9 +129,25 @@ impl<T> Lwq<T> {
         let next = unsafe { (*head).next.load(Ordering::Relaxed) };
         // Release: pairs with `is_empty`'s acquire load.
         self.ready.store(next, Ordering::Release);
+        if self.counted {
+            // Only lock holders write `popped`. Release: a reader that sees
+            // this count also sees the pushes counted before the tasks it covers.
+            let popped = self.popped.load(Ordering::Relaxed);
+            self.popped.store(popped + 1, Ordering::Release);
+        }
         // SAFETY: `head` came from `Arc::into_raw` in `push` and has been
         // unlinked, so this takes back the strong count the queue held.
         Some(unsafe { Arc::from_raw(head) })
+    }
+
+    /// About how many tasks are queued: pushes counted minus pops counted,
+    /// off by the pushes and pops in flight. A hint for how many threads to
+    /// wake, never a reason to skip a wake-up the protocol needs.
+    pub(crate) fn len_estimate(&self) -> u64 {
+        // Acquire: the pushes of the tasks whose pops we see are seen below,
+        // so the difference does not go below zero (saturating regardless).
+        let popped = self.popped.load(Ordering::Acquire);
+        self.pushed.load(Ordering::Relaxed).saturating_sub(popped)
     }
 
     /// Whether the queue looks empty. Exact when nothing runs concurrently;
@@ -157,6 +205,21 @@ mod tests {
         assert_eq!(rest, vec![1, 2, 3, 4, 5, 6]);
         assert!(q.is_empty());
         assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn len_estimate_counts_pushes_less_pops() {
+        let q = Lwq::counted();
+        assert_eq!(q.len_estimate(), 0);
+        for n in 0..3 {
+            q.push(task(n));
+        }
+        assert_eq!(q.len_estimate(), 3);
+        assert!(q.pop().is_some());
+        q.push(task(3));
+        assert_eq!(q.len_estimate(), 3);
+        while q.pop().is_some() {}
+        assert_eq!(q.len_estimate(), 0);
     }
 
     #[test]

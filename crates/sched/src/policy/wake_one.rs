@@ -20,6 +20,14 @@
 //! A woken thread decrements `waking` as soon as it runs, before any work, so
 //! a thread that blocks in its handler never holds the waking bound.
 //!
+//! **Waking more than one** (`max_waking` > 1, `lwq` only). A thread beyond
+//! the first is woken only while more tasks are queued than threads are
+//! waking for them ([`Lwq::len_estimate`]): each woken thread takes one
+//! task, so a further one would find nothing. This is pair 2's argument
+//! again, with `min(max_waking, queued)` for the bound: the gate only ever
+//! holds back a wake-up while some thread is waking, and that thread
+//! re-checks the queue once it runs. With `max_waking` = 1 it never applies.
+//!
 //! **Direct hand-off** (`lwq-handoff` only). A waker that wakes a thread for
 //! work pops the oldest
 //! task itself and hands it to the thread it wakes ([`WorkerSlot::hand`]), so
@@ -67,7 +75,12 @@ impl<T> std::fmt::Debug for Lwq<T> {
 impl<T> WakeOne<T> {
     pub(crate) fn new(max_waking: usize, handoff: bool) -> Self {
         WakeOne {
-            pending: Lwq::new(),
+            // Only the gate of a bound above 1 reads the queue's length.
+            pending: if max_waking > 1 && !handoff {
+                Lwq::counted()
+            } else {
+                Lwq::new()
+            },
             state: AtomicU64::new(0),
             max_waking: u64::try_from(max_waking).unwrap_or(u64::MAX),
             handoff,
@@ -100,11 +113,14 @@ impl<T> WakeOne<T> {
     /// hand-off: just wakes it).
     fn wake_with_task(&self, pool: &Pool<T>, bound: u64) {
         if !self.handoff {
-            self.notify_one_idle(pool, bound);
+            if let Some(before) = self.claim(bound, true) {
+                self.wake_claimed(pool, before, None);
+            }
             return;
         }
         loop {
-            let Some(before) = self.claim(bound) else {
+            // No gate: each claim here pops its own task.
+            let Some(before) = self.claim(bound, false) else {
                 return;
             };
             if let Some(task) = self.pending.pop() {
@@ -137,19 +153,27 @@ impl<T> WakeOne<T> {
     /// request), unless `bound` threads are already waking or none is idle.
     /// Returns whether one was woken.
     pub(crate) fn notify_one_idle(&self, pool: &Pool<T>, bound: u64) -> bool {
-        match self.claim(bound) {
+        match self.claim(bound, false) {
             Some(before) => self.wake_claimed(pool, before, None),
             None => false,
         }
     }
 
     /// Moves one idle unit to waking (one CAS) unless `bound` threads are
-    /// waking or none is idle; returns the state before.
-    fn claim(&self, bound: u64) -> Option<State> {
+    /// waking or none is idle, or (`for_queued`) some are waking and no more
+    /// tasks are queued than threads waking; returns the state before.
+    fn claim(&self, bound: u64, for_queued: bool) -> Option<State> {
         let mut s = self.state();
+        let mut queued = None;
         loop {
             if s.waking() >= bound || s.idle() == 0 {
                 return None;
+            }
+            if for_queued && s.waking() > 0 {
+                let queued = *queued.get_or_insert_with(|| self.pending.len_estimate());
+                if queued <= s.waking() {
+                    return None;
+                }
             }
             match self
                 .state
