@@ -1,7 +1,7 @@
 //! The FUSE mount against an in-process rnfs server: the POSIX surface
 //! through `std::fs`, the data on the server afterwards, close-to-open, and
-//! real programs (`cp -a`, `tar`, `git`). Runs as root in CI; elsewhere it
-//! prints SKIP when FUSE cannot be mounted.
+//! real programs (`cp -a`, `tar`, `git`, `fio`). Runs as root in CI; elsewhere
+//! it prints SKIP when FUSE cannot be mounted (or fio is not installed).
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod common;
@@ -12,6 +12,7 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{sh, skip, TestMount};
@@ -476,7 +477,7 @@ fn permissions_are_the_servers() {
     fs::create_dir(t.m("pub")).unwrap();
     fs::set_permissions(t.m("pub"), fs::Permissions::from_mode(0o777)).unwrap();
     // As uid/gid 4242 (a child process, so this process keeps its ids).
-    let out = std::process::Command::new("setpriv")
+    let out = Command::new("setpriv")
         .args(["--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c"])
         .arg(format!(
             "cat {s} 2>/dev/null && echo READ; echo hi > {p}/mine && stat -c %u {p}/mine",
@@ -542,6 +543,74 @@ fn cp_tar_and_git_run_on_the_mount() {
     // rm -rf through the mount empties it.
     sh(&format!("rm -rf {m}/cp {m}/tarred {m}/clone"));
     assert_eq!(fs::read_dir(&t.export).unwrap().count(), 0);
+}
+
+/// Runs fio with `args` and its JSON report; returns each job's name, error,
+/// and bytes written and read.
+fn fio(args: &str) -> Vec<(String, i64, u64, u64)> {
+    let out = sh(&format!("fio --output-format=json {args}"));
+    // fio may print notes before the JSON.
+    let json = &out[out.find('{').unwrap_or(0)..];
+    let report: serde_json::Value = serde_json::from_str(json).unwrap();
+    report["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            (
+                j["jobname"].as_str().unwrap().to_owned(),
+                j["error"].as_i64().unwrap(),
+                j["write"]["io_bytes"].as_u64().unwrap(),
+                j["read"]["io_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// fio checks every block it wrote with its own checksums: sequential and
+/// random writers in parallel (two of each, a file each; the random ones
+/// fsync every 64 writes), each reading its file back to verify it once
+/// written; then, from a second invocation, the same files verified again
+/// after they were closed, so the data comes back from the server.
+#[test]
+fn fio_verifies_its_writes_on_the_mount() {
+    if skip("fio_verifies_its_writes_on_the_mount") {
+        return;
+    }
+    if Command::new("fio").arg("--version").output().is_err() {
+        println!("SKIP fio_verifies_its_writes_on_the_mount: fio is not installed (ci/deps.sh installs it)");
+        return;
+    }
+    let t = TestMount::new();
+    const SIZE: u64 = 4 << 20;
+    // Options before the first --name are every job's; after it, that job's.
+    let global = format!(
+        "--directory={} --ioengine=psync --size={SIZE} --verify=crc32c --verify_fatal=1 \
+         --verify_state_save=0",
+        t.mnt.display()
+    );
+    let jobs = "--name=seq --rw=write --bs=64k --numjobs=2 \
+                --name=rand --rw=randwrite --bs=4k --numjobs=2 --fsync=64";
+    let written = fio(&format!("{global} {jobs}"));
+    assert_eq!(written.len(), 4, "{written:?}");
+    for (name, error, wrote, read) in &written {
+        assert_eq!(*error, 0, "{name}: {written:?}");
+        assert_eq!(*wrote, SIZE, "{name} wrote: {written:?}");
+        assert_eq!(*read, SIZE, "{name} verified: {written:?}");
+    }
+    for job in ["seq", "rand"] {
+        for n in 0..2 {
+            let len = fs::metadata(t.e(&format!("{job}.{n}.0"))).unwrap().len();
+            assert_eq!(len, SIZE, "{job}.{n}.0 on the server");
+        }
+    }
+    let verified = fio(&format!("{global} --verify_only=1 {jobs}"));
+    assert_eq!(verified.len(), 4, "{verified:?}");
+    // (fio counts the writes it only replays to know what to expect.)
+    for (name, error, _, read) in &verified {
+        assert_eq!(*error, 0, "{name}: {verified:?}");
+        assert_eq!(*read, SIZE, "{name} verified again: {verified:?}");
+    }
 }
 
 #[test]
