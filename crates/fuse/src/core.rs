@@ -136,12 +136,10 @@ impl Core {
         if let Some(r) = opts.rsize {
             io.rsize = r.min(io.rsize);
         }
-        if let Some(w) = opts.wsize {
-            io.wsize = w.min(io.wsize);
-        }
         if let Some(n) = opts.wb_max_outstanding {
             io.max_outstanding_writes = n;
         }
+        io.wsize = opts.write_size(io.wsize, io.max_outstanding_writes > 0);
         if let Some(b) = opts.wb_max_outstanding_bytes {
             io.max_outstanding_write_bytes = b;
         }

@@ -448,6 +448,23 @@ fn unmount_writes_back_and_leaves_nothing_mounted() {
 }
 
 #[test]
+fn write_behind_writes_in_chunks_of_at_most_256_kib_by_default() {
+    if skip("write_behind_writes_in_chunks_of_at_most_256_kib_by_default") {
+        return;
+    }
+    // st_blksize is the mount's WRITE size; the test server prefers 1 MiB.
+    let blksize = |options: &str| {
+        let t = TestMount::with_options(options);
+        fs::write(t.m("f"), b"x").unwrap();
+        fs::metadata(t.m("f")).unwrap().blksize()
+    };
+    assert_eq!(blksize(""), 256 << 10);
+    assert_eq!(blksize("wsize=1048576"), 1 << 20);
+    assert_eq!(blksize("wb_max_outstanding=0"), 1 << 20);
+    assert_eq!(blksize("wsize=65536"), 64 << 10);
+}
+
+#[test]
 fn read_only_and_noac_mounts() {
     if skip("read_only_and_noac_mounts") {
         return;

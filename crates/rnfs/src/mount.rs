@@ -41,7 +41,9 @@ Mount options (-o, comma-separated, as mount.nfs spells them):
   retrans=N               retransmissions before a soft mount fails a call (2)
   hard, soft              retry for ever, or fail after retrans (soft)
   nconnect=N              TCP connections to the server, 1-16 (1)
-  rsize=B, wsize=B        READ/WRITE size, 4096-1048576 (the server's preference)
+  rsize=B, wsize=B        READ/WRITE size, 4096-1048576 (the server's preference;
+                          for wsize at most 262144 with write-behind on, which
+                          keeps a stat() of a file being written quick)
   wb_max_outstanding=N    WRITEs in flight per file (write-behind; 0 = legacy,
                           synchronous writes) (16)
   wb_max_outstanding_kb=K KiB of WRITEs in flight per file, 0 = no limit
