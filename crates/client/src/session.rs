@@ -2,6 +2,7 @@
 //! and resolves paths inside it.
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
 
 use rnfs_nfs3::{Fattr3, FileHandle, FsinfoResOk, Mountstat3, MOUNT_PROGRAM, MOUNT_V3};
 use rnfs_nfs3::{NFS_PROGRAM, NFS_V3};
@@ -17,6 +18,11 @@ const PORTMAP_PORT: u16 = 111;
 const IPPROTO_TCP: u32 = 6;
 /// Where rnfs listens when no portmapper answers: NFS and MOUNT share it.
 const DEFAULT_NFS_PORT: u16 = 2049;
+/// How long the advisory UMNT at unmount may take, connecting included, on
+/// a connection of its own: a server that is gone must not hold up an
+/// unmount (a hard mount would retry for ever), and umount(8) does not wait
+/// for one either.
+const UMNT_PATIENCE: Duration = Duration::from_secs(2);
 
 struct Mapping {
     prog: u32,
@@ -59,6 +65,8 @@ pub struct Session {
     root: FileHandle,
     export: String,
     fsinfo: FsinfoResOk,
+    /// Where MOUNT is served (for the UMNT at unmount).
+    mount_addr: SocketAddr,
 }
 
 impl Session {
@@ -95,13 +103,14 @@ impl Session {
             None => getport(host, MOUNT_PROGRAM, MOUNT_V3, &options).unwrap_or(nfs_port),
         };
         let nfs_addr = SocketAddr::new(host.ip(), nfs_port);
+        let mount_addr = SocketAddr::new(host.ip(), mount_port);
         let rpc = RpcClient::connect(nfs_addr, options.clone())?;
         let mount_rpc = if mount_port == nfs_port {
             rpc.clone()
         } else {
             let mut opts = options;
             opts.connections = 1;
-            RpcClient::connect(SocketAddr::new(host.ip(), mount_port), opts)?
+            RpcClient::connect(mount_addr, opts)?
         };
         let mountd = NfsClient::new(mount_rpc, cred.clone());
         let (export, root) = mount_longest_prefix(&mountd, &url.path)?;
@@ -114,6 +123,7 @@ impl Session {
                 root,
                 export,
                 fsinfo,
+                mount_addr,
             },
             rest,
         ))
@@ -171,10 +181,24 @@ impl Session {
         Ok((fh, attr))
     }
 
-    /// Tells the server the export is no longer mounted (advisory; errors are
-    /// ignored, as umount(8) does).
+    /// Tells the server's MOUNT service that the export is no longer mounted.
+    /// Advisory, as with umount(8): errors are ignored, and the call gets
+    /// [`UMNT_PATIENCE`] on a connection of its own, soft, whatever the
+    /// session's options, so it returns within a few seconds even if the
+    /// server is gone.
     pub fn unmount(&self) {
-        let _ = self.nfs.umnt(self.export.as_bytes());
+        let options = ClientOptions {
+            timeout: UMNT_PATIENCE,
+            retrans: 0,
+            hard: false,
+            connections: 1,
+            connect_timeout: UMNT_PATIENCE,
+            ..self.nfs.rpc().options().clone()
+        };
+        if let Ok(rpc) = RpcClient::connect(self.mount_addr, options) {
+            let mountd = NfsClient::new(rpc, self.nfs.credential().clone());
+            let _ = mountd.umnt(self.export.as_bytes());
+        }
     }
 }
 

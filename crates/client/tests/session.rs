@@ -77,3 +77,28 @@ fn unknown_export_is_refused() {
     assert!(matches!(err, NfsError::Mount(_)), "{err:?}");
     let _ = NfsUrl::parse("nfs://x/y").unwrap();
 }
+
+#[test]
+fn unmount_returns_soon_when_the_server_is_gone() {
+    let mut server = TestServer::rnfs(common::Backend::Memory);
+    assert!(server.is_in_process());
+    // A hard session would retry its own calls for ever; the advisory UMNT
+    // must not.
+    let options = rnfs_client::ClientOptions {
+        hard: true,
+        ..Default::default()
+    };
+    let session = server.session_with(options);
+    server.stop();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        session.unmount();
+        let _ = done.send(());
+    });
+    assert!(
+        finished
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .is_ok(),
+        "unmount still waiting for a stopped server after 20 s"
+    );
+}

@@ -30,7 +30,7 @@ pub(crate) fn open(
 pub(crate) struct TestServer {
     /// The export's URL.
     pub(crate) url: NfsUrl,
-    _server: Option<Server>,
+    server: Option<Server>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -50,7 +50,7 @@ impl TestServer {
         match std::env::var("RNFS_TEST_SERVER_URL") {
             Ok(url) if !url.is_empty() => Self {
                 url: NfsUrl::parse(&url).expect("RNFS_TEST_SERVER_URL"),
-                _server: None,
+                server: None,
                 _dir: None,
             },
             _ => Self::rnfs(Backend::Local),
@@ -96,9 +96,21 @@ impl TestServer {
         let port = server.local_addrs()[0].port();
         Self {
             url: NfsUrl::parse(&format!("nfs://127.0.0.1:{port}/export")).unwrap(),
-            _server: Some(server),
+            server: Some(server),
             _dir: Some(dir),
         }
+    }
+
+    /// Stops an in-process server (its connections close); no-op for an
+    /// external one.
+    pub(crate) fn stop(&mut self) {
+        drop(self.server.take());
+    }
+
+    /// Whether the server runs in this process (and [`stop`](Self::stop)
+    /// stops it).
+    pub(crate) fn is_in_process(&self) -> bool {
+        self.server.is_some()
     }
 
     /// A session on the export, as root, with default options.
