@@ -183,9 +183,9 @@ impl Session {
 
     /// Tells the server's MOUNT service that the export is no longer mounted.
     /// Advisory, as with umount(8): errors are ignored, and the call gets
-    /// [`UMNT_PATIENCE`] on a connection of its own, soft, whatever the
-    /// session's options, so it returns within a few seconds even if the
-    /// server is gone.
+    /// 2 s on a connection of its own, soft, whatever the session's
+    /// options, so it returns within a few seconds even if the server is
+    /// gone.
     pub fn unmount(&self) {
         let options = ClientOptions {
             timeout: UMNT_PATIENCE,
