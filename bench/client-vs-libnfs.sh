@@ -60,11 +60,7 @@ gcc -O2 -Wall -o "$work/libnfs-load" "$here/tools/libnfs-load.c" -lnfs
 
 mkdir -p "$work/export"
 port=$(free_port); mport=$(free_port)
-ganesha_config "$work" "$work/export" "$port" "$mport" VFS
-ensure_rpcbind "$work/rpcbind.log"
-bash -c "$(ganesha_cmd "$work")" >"$work/ganesha.out" 2>&1 &
-server_pid=$!
-wait_port "$port" 60 || { echo "ganesha did not start:"; tail "$work/ganesha.log"; exit 1; }
+start_ganesha "$work" "$work/export" "$port" "$mport" "$work/ganesha.out" || exit 1
 
 url="nfs://127.0.0.1:$port$work/export?mountport=$mport"
 file_url="nfs://127.0.0.1$work/export/rnfs-bench-client.dat?nfsport=$port&mountport=$mport"

@@ -79,11 +79,7 @@ if [ "$server" = rnfs ]; then
   url="nfs://127.0.0.1:$port$work/export"
 else
   mport=$(free_port)
-  ganesha_config "$work" "$work/export" "$port" "$mport" VFS
-  ensure_rpcbind "$work/rpcbind.log"
-  bash -c "$(ganesha_cmd "$work")" >"$work/server.log" 2>&1 &
-  server_pid=$!
-  wait_port "$port" 60 || { echo "ganesha did not start:"; tail "$work/ganesha.log"; exit 1; }
+  start_ganesha "$work" "$work/export" "$port" "$mport" "$work/server.log" || exit 1
   url="nfs://127.0.0.1:$port$work/export?mountport=$mport"
 fi
 

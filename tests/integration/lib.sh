@@ -64,6 +64,21 @@ ganesha_cmd() {
   echo "exec ganesha.nfsd -F -f $1/ganesha.conf -p $1/ganesha.pid -L $1/ganesha.log"
 }
 
+# start_ganesha WORK EXPORT_DIR PORT MPORT OUT: a VFS ganesha (ganesha_config)
+# in the background, its output in OUT, after ensure_rpcbind; sets server_pid
+# (and rpcbind_pid) and waits up to 60 s for PORT. Returns 1, after printing
+# the end of its log, if it did not start.
+start_ganesha() {
+  ganesha_config "$1" "$2" "$3" "$4" VFS
+  ensure_rpcbind "$1/rpcbind.log" || return 1
+  bash -c "$(ganesha_cmd "$1")" >"$5" 2>&1 &
+  server_pid=$!
+  wait_port "$3" 60 && return 0
+  echo "ganesha did not start:"
+  tail "$1/ganesha.log"
+  return 1
+}
+
 # rnfs_release_bin REPO: where `cargo build --release --bin rnfs` run in REPO
 # puts the binary ($CARGO_TARGET_DIR, relative to REPO, else REPO/target).
 rnfs_release_bin() {
