@@ -442,3 +442,37 @@ fn experiment_getattr_latency_during_streaming_writes() {
         );
     }
 }
+
+#[test]
+fn fsync_reports_the_data_lost_when_calls_are_aborted() {
+    let mut server = TestServer::rnfs(common::Backend::Memory);
+    let s = server.session_with(rnfs_client::ClientOptions {
+        hard: true,
+        ..Default::default()
+    });
+    let dir = server.scratch(&s);
+    let fh = create(&s, &dir, "f");
+    let budget = DirtyBudget::new(64 * MIB as u64);
+    let f = Arc::new(open(&s, fh, config(64 * KIB as u32, 16), &budget));
+    // A partial chunk: held here until a flush.
+    f.write(0, b"never reaches the server").unwrap();
+    server.stop();
+    // A stat of the file sends the chunk and waits for its reply, holding
+    // the call, so the fsync below waits for that thread's progress.
+    let statting = Arc::clone(&f);
+    let stat = std::thread::spawn(move || statting.getattr());
+    std::thread::sleep(Duration::from_millis(200));
+    let (done, finished) = std::sync::mpsc::channel();
+    let syncing = Arc::clone(&f);
+    std::thread::spawn(move || {
+        let _ = done.send(syncing.fsync());
+    });
+    // A hard client waits for the server for ever...
+    assert!(finished.recv_timeout(Duration::from_millis(500)).is_err());
+    // ...until it gives up on it: the fsync must then fail, not succeed.
+    s.nfs().rpc().abort();
+    let result = finished.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(result.is_err(), "fsync succeeded but its data was lost");
+    assert!(stat.join().unwrap().is_err());
+    assert!(f.fsync().is_err() || f.held_bytes() == 0);
+}

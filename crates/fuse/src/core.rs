@@ -950,6 +950,12 @@ impl Core {
         self.session.unmount();
     }
 
+    /// Fails every NFS call in flight or to come (see
+    /// [`RpcClient::abort`](rnfs_client::RpcClient::abort)).
+    pub(crate) fn abort_calls(&self) {
+        self.nfs.rpc().abort();
+    }
+
     /// Writes back and commits every open file, keeping them open (before a
     /// forced unmount: their users may still write until it takes effect).
     pub(crate) fn sync_all(&self) {

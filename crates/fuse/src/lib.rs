@@ -208,6 +208,19 @@ impl Unmounter {
         }
     }
 
+    /// Gives up on a server that does not answer, as `umount -f` does: every
+    /// NFS call in flight or to come fails (`ESHUTDOWN` to the mount's
+    /// users), so an [`unmount`](Self::unmount) or a session waiting to
+    /// write back open files goes on, and what they held is lost. For a
+    /// hard mount whose server is gone; cannot be undone.
+    pub fn give_up(&self) {
+        tracing::warn!(
+            "giving up on the server of {}: data not yet written back is lost",
+            self.mountpoint.display()
+        );
+        self.core.abort_calls();
+    }
+
     fn mounted(&self) -> bool {
         is_fuse_mounted(&self.mountpoint)
     }

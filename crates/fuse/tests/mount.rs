@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{sh, skip, TestMount};
+use common::{sh, skip, AbortOnPanic, TestMount};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -462,6 +462,41 @@ fn write_behind_writes_in_chunks_of_at_most_256_kib_by_default() {
     assert_eq!(blksize("wsize=1048576"), 1 << 20);
     assert_eq!(blksize("wb_max_outstanding=0"), 1 << 20);
     assert_eq!(blksize("wsize=65536"), 64 << 10);
+}
+
+#[test]
+fn giving_up_on_a_server_that_is_gone_ends_a_hard_mount() {
+    if skip("giving_up_on_a_server_that_is_gone_ends_a_hard_mount") {
+        return;
+    }
+    let mut t = TestMount::with_options("hard");
+    let mut f = File::create(t.m("f")).unwrap();
+    // Should give_up not work, the mount waits for ever: a failing assert
+    // below must abort it, or closing `f` would hang the test.
+    let _abort = AbortOnPanic::new(&t.mnt);
+    t.stop_server();
+    // Dirty data the server never gets; the open file makes the mount busy.
+    f.write_all(b"lost").unwrap();
+    let handle = t.handle.take().unwrap();
+    let unmounter = handle.unmounter();
+    let (done, finished) = std::sync::mpsc::channel();
+    let first = unmounter.clone();
+    std::thread::spawn(move || {
+        let unmounted = first.unmount();
+        let joined = handle.join();
+        let _ = done.send((unmounted.is_ok(), joined.is_ok()));
+    });
+    // Busy: the unmount writes back first, and a hard mount waits for ever.
+    assert!(finished.recv_timeout(Duration::from_millis(500)).is_err());
+    unmounter.give_up();
+    let (unmounted, joined) = finished
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the mount did not end 20 s after give_up");
+    assert!(unmounted && joined);
+    assert!(!rnfs_fuse::is_fuse_mounted(&t.mnt));
+    // The descriptor outlived its mount: closing it reports nothing useful,
+    // but must not hang.
+    drop(f);
 }
 
 #[test]

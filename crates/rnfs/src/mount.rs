@@ -1,6 +1,8 @@
 //! `rnfs mount`: an NFS export as a FUSE file system.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use anyhow::Context;
 use nix::sys::signal::{SigSet, Signal};
@@ -19,7 +21,10 @@ rnfs mount stays in the foreground (it never daemonizes; run it under systemd, \
 nohup or `&`) and serves the mount until it is unmounted: `umount MOUNTPOINT` \
 (or `fusermount3 -u`) from anywhere, or SIGINT/SIGTERM to rnfs mount, which writes \
 back every open file, unmounts (detaching the mount and aborting its FUSE \
-connection if it is busy) and exits 0.
+connection if it is busy) and exits 0. Should that write-back hang (a hard mount \
+whose server is gone), a second SIGINT/SIGTERM gives up on the server as umount -f \
+does: every NFS call fails, what was not yet written back is lost, and rnfs mount \
+exits 1.
 
 Semantics are the Linux NFS client's: close-to-open consistency (open revalidates \
 the attributes, close writes back and COMMITs), attributes cached between acregmin \
@@ -96,23 +101,49 @@ pub(crate) fn run(args: MountArgs) -> anyhow::Result<()> {
         .context("cannot block SIGINT/SIGTERM")?;
     let handle = rnfs_fuse::spawn(&url, &args.mountpoint, options)?;
     let unmounter = handle.unmounter();
+    let gave_up = Arc::new(AtomicBool::new(false));
+    let gave_up_here = Arc::clone(&gave_up);
     std::thread::Builder::new()
         .name("signals".into())
-        .spawn(move || loop {
-            let Ok(signal) = signals.wait() else {
-                return;
-            };
-            tracing::info!("{signal}: unmounting");
-            match unmounter.unmount() {
-                Ok(Unmounted::Clean) => {}
-                Ok(Unmounted::Detached { aborted }) => {
-                    tracing::warn!("the mount was busy: detached (connection aborted: {aborted})");
+        .spawn(move || {
+            let mut unmounting = false;
+            while let Ok(signal) = signals.wait() {
+                if unmounting {
+                    // The unmount below is still writing back: the server
+                    // does not answer.
+                    tracing::warn!("{signal} again while unmounting");
+                    // Relaxed: read after `join`, which synchronizes.
+                    gave_up_here.store(true, Ordering::Relaxed);
+                    unmounter.give_up();
+                    continue;
                 }
-                Err(e) => tracing::error!("{e}"),
+                tracing::info!("{signal}: unmounting");
+                unmounting = true;
+                // On its own thread, so that a second signal is taken while
+                // it writes back.
+                let unmounter = unmounter.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("unmount".into())
+                    .spawn(move || match unmounter.unmount() {
+                        Ok(Unmounted::Clean) => {}
+                        Ok(Unmounted::Detached { aborted }) => tracing::warn!(
+                            "the mount was busy: detached (connection aborted: {aborted})"
+                        ),
+                        Err(e) => tracing::error!("{e}"),
+                    });
+                if let Err(e) = spawned {
+                    tracing::error!("cannot start the unmount thread: {e}");
+                }
             }
         })
         .context("cannot start the signal thread")?;
     handle.join()?;
+    if gave_up.load(Ordering::Relaxed) {
+        anyhow::bail!(
+            "unmounted {} after giving up on the server: data not written back was lost",
+            args.mountpoint.display()
+        );
+    }
     tracing::info!("unmounted {}", args.mountpoint.display());
     Ok(())
 }

@@ -656,3 +656,109 @@ fn uid_and_gid_choose_the_identity() {
         assert_eq!(fs::metadata(s.path("mine")).unwrap().uid(), me);
     }
 }
+
+/// Whether this process can mount FUSE file systems (`/dev/fuse` and root).
+fn fuse_mountable() -> bool {
+    let dev = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse");
+    dev.is_ok() && nix::unistd::geteuid().is_root()
+}
+
+fn mounted(path: &Path) -> bool {
+    let want = format!(" {} ", path.display());
+    fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .any(|l| l.contains(&want))
+}
+
+/// A FUSE daemon, killed on drop, its mount detached if it is left.
+/// Killing the daemon ends its connection, so no descriptor on its mount can
+/// then hang.
+struct MountProcess<'a> {
+    child: Child,
+    mountpoint: &'a Path,
+}
+
+impl Drop for MountProcess<'_> {
+    fn drop(&mut self) {
+        // A no-op once the child has been reaped: never a reused pid.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if mounted(self.mountpoint) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(self.mountpoint)
+                .status();
+        }
+    }
+}
+
+#[test]
+fn mount_gives_up_on_a_gone_server_at_the_second_signal() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use std::io::Write;
+    if !fuse_mountable() {
+        println!("SKIP: FUSE mounts need /dev/fuse and root here");
+        return;
+    }
+    let server = Server::start("giveup");
+    let mnt = TempDir::new("giveup-mnt");
+    // Declared before `mount`, so it drops after the daemon is gone.
+    let mut f;
+    let mut mount = MountProcess {
+        child: rnfs()
+            .args(["mount", &server.url(""), mnt.arg(), "-o", "hard"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        mountpoint: &mnt.0,
+    };
+    let pid = Pid::from_raw(mount.child.id() as i32);
+    let stderr = mount.child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    while !log.iter().any(|l: &String| l.contains("mounted")) {
+        log.push(
+            rx.recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("rnfs mount did not mount: {log:?}")),
+        );
+    }
+    // Dirty data held by write-behind (less than a chunk), on an open file.
+    f = fs::File::create(mnt.path("f")).unwrap();
+    f.write_all(&[b'x'; 100_000]).unwrap();
+    drop(server);
+
+    kill(pid, Signal::SIGTERM).unwrap();
+    // A hard mount writes back first, and waits for ever for a gone server.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        mount.child.try_wait().unwrap().is_none(),
+        "exited at the first signal"
+    );
+    kill(pid, Signal::SIGTERM).unwrap();
+    let mut status = None;
+    for _ in 0..200 {
+        status = mount.child.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = status.expect("rnfs mount still running 20 s after the second signal");
+    log.extend(rx.try_iter());
+    let log = log.join("\n");
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains("data not written back was lost"), "{log}");
+    assert!(!mounted(&mnt.0), "still mounted:\n{log}");
+    // The descriptor outlived its mount: closing it must not hang.
+    drop(f);
+}

@@ -255,6 +255,16 @@ impl RpcClient {
         t
     }
 
+    /// Gives up on the server (`umount -f`'s abort of outstanding calls):
+    /// closes the connections, and every call in flight or made later, on
+    /// any clone, fails with [`ClientError::Shutdown`]. For a server that is
+    /// gone while a hard client would retry for ever. Cannot be undone.
+    pub fn abort(&self) {
+        for conn in self.shared.conns.iter() {
+            conn.close();
+        }
+    }
+
     /// The next connection, round-robin.
     fn pick(&self) -> &Arc<Conn> {
         let conns = &self.shared.conns;

@@ -48,6 +48,36 @@ pub(crate) fn skip(test: &str) -> bool {
     }
 }
 
+/// Aborts a mount's FUSE connection (through `fusectl`) if the test panics
+/// while this lives, so that unwinding cannot hang closing descriptors on a
+/// mount that still waits for a server that is gone. Declare it after the
+/// files it protects: it must drop first.
+pub(crate) struct AbortOnPanic {
+    conn: u32,
+}
+
+impl AbortOnPanic {
+    /// For the mount on `mnt` (which must answer `stat` now).
+    pub(crate) fn new(mnt: &Path) -> Self {
+        let dev = rustix::fs::stat(mnt).unwrap().st_dev;
+        // A FUSE mount's minor device number is its connection number.
+        Self {
+            conn: rustix::fs::minor(dev),
+        }
+    }
+}
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let abort = format!("/sys/fs/fuse/connections/{}/abort", self.conn);
+            if let Err(e) = std::fs::write(&abort, b"1") {
+                eprintln!("cannot write {abort}: {e}");
+            }
+        }
+    }
+}
+
 /// An rnfs server exporting `export` (a temporary directory), mounted on
 /// `mountpoint`.
 pub(crate) struct TestMount {
@@ -59,7 +89,7 @@ pub(crate) struct TestMount {
     pub(crate) export: PathBuf,
     /// The export's URL.
     pub(crate) url: NfsUrl,
-    _server: Server,
+    server: Option<Server>,
     _export_dir: tempfile::TempDir,
     _mnt_dir: tempfile::TempDir,
 }
@@ -84,7 +114,7 @@ impl TestMount {
             mnt,
             export: export_dir.path().canonicalize().unwrap(),
             url,
-            _server: server,
+            server: Some(server),
             _export_dir: export_dir,
             _mnt_dir: mnt_dir,
         }
@@ -103,6 +133,11 @@ impl TestMount {
     /// The mount.
     pub(crate) fn handle(&self) -> &MountHandle {
         self.handle.as_ref().unwrap()
+    }
+
+    /// Stops the server; the mount stays.
+    pub(crate) fn stop_server(&mut self) {
+        drop(self.server.take());
     }
 
     /// Unmounts and checks that nothing is left mounted.
