@@ -7,12 +7,14 @@
 say() { printf '[%s %s] %s\n' "${bench_name:-bench}" "$(date +%H:%M:%S)" "$*" >&2; }
 
 # install_missing PKG=PROBE...: apt-get installs each package whose probe file
-# is missing, when running as root on Debian; otherwise only says what is missing.
+# is missing, when running as root on Debian; otherwise only says what is
+# missing. RNFS_BENCH_NO_INSTALL=1 never installs (a machine with no network,
+# where apt-get would only wait).
 install_missing() {
   local missing=() pair
   for pair in "$@"; do [ -e "${pair#*=}" ] || missing+=("${pair%%=*}"); done
   [ ${#missing[@]} = 0 ] && return 0
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || [ "${RNFS_BENCH_NO_INSTALL:-0}" = 1 ]; then
     say "missing ${missing[*]}; install them as root (apt-get install ${missing[*]})"
     return 0
   fi
