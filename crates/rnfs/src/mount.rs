@@ -1,7 +1,7 @@
 //! `rnfs mount`: an NFS export as a FUSE file system.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -84,6 +84,12 @@ pub(crate) struct MountArgs {
     mountpoint: PathBuf,
 }
 
+/// The unmount thread's states (`run`): writing back and unmounting, done
+/// (detached or unmounted), or failed (a later signal tries again).
+const UNMOUNT_RUNNING: u8 = 0;
+const UNMOUNT_DONE: u8 = 1;
+const UNMOUNT_FAILED: u8 = 2;
+
 /// Mounts and serves until unmounted.
 pub(crate) fn run(args: MountArgs) -> anyhow::Result<()> {
     let url = NfsUrl::parse(&args.url)?;
@@ -103,33 +109,58 @@ pub(crate) fn run(args: MountArgs) -> anyhow::Result<()> {
     let unmounter = handle.unmounter();
     let gave_up = Arc::new(AtomicBool::new(false));
     let gave_up_here = Arc::clone(&gave_up);
+    // Where the unmount thread is: a signal gives up only while it writes back.
+    let unmount_state = Arc::new(AtomicU8::new(UNMOUNT_RUNNING));
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             let mut unmounting = false;
             while let Ok(signal) = signals.wait() {
                 if unmounting {
-                    // The unmount below is still writing back: the server
-                    // does not answer.
-                    tracing::warn!("{signal} again while unmounting");
-                    // Relaxed: read after `join`, which synchronizes.
-                    gave_up_here.store(true, Ordering::Relaxed);
-                    unmounter.give_up();
-                    continue;
+                    // Acquire: pairs with the unmount thread's Release, so
+                    // DONE means its write-back is over.
+                    match unmount_state.load(Ordering::Acquire) {
+                        UNMOUNT_DONE => {
+                            tracing::info!("{signal} again: already unmounted");
+                            continue;
+                        }
+                        UNMOUNT_FAILED => {} // try again below
+                        _ => {
+                            // Still writing back: the server does not answer.
+                            tracing::warn!("{signal} again while unmounting");
+                            // Relaxed: read after `join`, which synchronizes.
+                            gave_up_here.store(true, Ordering::Relaxed);
+                            unmounter.give_up();
+                            continue;
+                        }
+                    }
                 }
                 tracing::info!("{signal}: unmounting");
                 unmounting = true;
+                unmount_state.store(UNMOUNT_RUNNING, Ordering::Relaxed);
                 // On its own thread, so that a second signal is taken while
                 // it writes back.
                 let unmounter = unmounter.clone();
+                let state = Arc::clone(&unmount_state);
                 let spawned = std::thread::Builder::new()
                     .name("unmount".into())
-                    .spawn(move || match unmounter.unmount() {
-                        Ok(Unmounted::Clean) => {}
-                        Ok(Unmounted::Detached { aborted }) => tracing::warn!(
-                            "the mount was busy: detached (connection aborted: {aborted})"
-                        ),
-                        Err(e) => tracing::error!("{e}"),
+                    .spawn(move || {
+                        let outcome = unmounter.unmount();
+                        let next = match outcome {
+                            Ok(Unmounted::Clean) => UNMOUNT_DONE,
+                            Ok(Unmounted::Detached { aborted }) => {
+                                tracing::warn!(
+                                    "the mount was busy: detached (connection aborted: {aborted})"
+                                );
+                                UNMOUNT_DONE
+                            }
+                            Err(e) => {
+                                tracing::error!("{e}");
+                                UNMOUNT_FAILED
+                            }
+                        };
+                        // Release: see the signal thread's Acquire.
+                        state.store(next, Ordering::Release);
                     });
                 if let Err(e) = spawned {
                     tracing::error!("cannot start the unmount thread: {e}");
