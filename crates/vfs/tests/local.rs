@@ -1000,17 +1000,32 @@ fn read_cached_answers_from_the_page_cache_only() {
     assert_eq!(&out[..4], b"kept");
     assert_eq!(&out[4..], &data[100..1100]);
     // Written back and dropped from the page cache: only `read` answers.
+    // The kernel may keep a page now and then (a remote CPU's LRU batch, a
+    // flusher holding it, readahead started by the previous miss), so drop
+    // and ask again a few times: a `read_cached` that answers every time
+    // does not look at the page cache. Whatever it answers must be right.
     let file = std::fs::File::open(dir.path().join("f")).unwrap();
-    file.sync_all().unwrap();
-    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
     let in_memory_fs = rustix::fs::statfs(dir.path()).unwrap().f_type == 0x0102_1994; // tmpfs
-    let mut out = b"kept".to_vec();
-    match fs
-        .read_cached(&root(), &fh, 0, 256 << 10, &mut out)
-        .unwrap()
-    {
-        None => assert_eq!(out, b"kept", "nothing appended when not answered"),
-        Some(_) => assert!(in_memory_fs, "dropped pages were answered as cached"),
+    let mut declined = false;
+    for _ in 0..10 {
+        file.sync_all().unwrap();
+        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        let mut out = b"kept".to_vec();
+        match fs
+            .read_cached(&root(), &fh, 0, 256 << 10, &mut out)
+            .unwrap()
+        {
+            None => {
+                assert_eq!(out, b"kept", "nothing appended when not answered");
+                declined = true;
+                break;
+            }
+            Some(ok) => assert_eq!(&out[4..], &data[..ok.count as usize]),
+        }
     }
+    assert!(
+        declined || in_memory_fs,
+        "dropped pages were answered as cached 10 times in a row"
+    );
     assert_eq!(read(&fs, &fh, 256 << 10).unwrap(), data);
 }
