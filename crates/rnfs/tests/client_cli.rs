@@ -666,14 +666,6 @@ fn fuse_mountable() -> bool {
     dev.is_ok() && nix::unistd::geteuid().is_root()
 }
 
-fn mounted(path: &Path) -> bool {
-    let want = format!(" {} ", path.display());
-    fs::read_to_string("/proc/self/mounts")
-        .unwrap()
-        .lines()
-        .any(|l| l.contains(&want))
-}
-
 /// A FUSE daemon, killed on drop, its mount detached if it is left.
 /// Killing the daemon ends its connection, so no descriptor on its mount can
 /// then hang.
@@ -687,7 +679,7 @@ impl Drop for MountProcess<'_> {
         // A no-op once the child has been reaped: never a reused pid.
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if mounted(self.mountpoint) {
+        if rnfs_fuse::is_fuse_mounted(self.mountpoint) {
             let _ = std::process::Command::new("umount")
                 .arg("-l")
                 .arg(self.mountpoint)
@@ -758,7 +750,7 @@ fn mount_gives_up_on_a_gone_server_at_the_second_signal() {
     let log = log.join("\n");
     assert_eq!(status.code(), Some(1), "{log}");
     assert!(log.contains("data not written back was lost"), "{log}");
-    assert!(!mounted(&mnt.0), "still mounted:\n{log}");
+    assert!(!rnfs_fuse::is_fuse_mounted(&mnt.0), "still mounted:\n{log}");
     // The descriptor outlived its mount: closing it must not hang.
     drop(f);
 }
