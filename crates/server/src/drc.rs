@@ -50,8 +50,10 @@
 //! tail). Running calls are never evicted: evicting one would let its duplicate run
 //! concurrently. If a shard is full of running calls, a new call runs without an
 //! entry (counted in [`DrcStats::overflows`]). `max_bytes` counts reply bytes;
-//! each entry adds under 200 bytes of bookkeeping (slab node, map slot), so the
-//! defaults hold at most 16 MiB plus about 1.6 MiB.
+//! each entry adds under 200 bytes of bookkeeping (slab node, map slot) and
+//! [`INLINE_REPLY_BYTES`] of inline reply space (replies that fit are kept
+//! there, not on the heap), so the defaults hold at most 16 MiB plus about
+//! 4.2 MiB.
 //!
 //! The key's hash (SipHash with a per-cache random key, computed once per call)
 //! picks one of [`DrcLimits::shards`] shards, each a mutex over a hash table of
@@ -104,6 +106,13 @@ use rnfs_xdr::Reader;
 
 /// How many leading argument bytes the checksum covers (knfsd's `RC_CSUMLEN`).
 pub const CHECKSUM_BYTES: usize = 256;
+
+/// Replies up to this long are kept in their entry's slot of the shard's
+/// reply slab instead of on the heap: every NFSv3 non-idempotent reply but a
+/// CREATE or MKDIR with a long handle (a WRITE's is 164 bytes, a REMOVE's
+/// 148). Evicting such an entry touches nothing but its node: no atomic
+/// decrement on a cold reference count, no `free`.
+pub const INLINE_REPLY_BYTES: usize = 320;
 
 /// Sizes and timing of a [`DuplicateRequestCache`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,6 +276,9 @@ pub struct DuplicateRequestCache {
     entries_per_shard: usize,
     bytes_per_shard: usize,
     max_reply_bytes: usize,
+    /// Replies up to this long are stored inline ([`INLINE_REPLY_BYTES`];
+    /// smaller in tests, to exercise both kinds of storage).
+    inline_bytes: usize,
     in_progress_wait: Duration,
 }
 
@@ -286,6 +298,9 @@ struct Synced {
     map: HashTable<u32>,
     /// Slab of entries; grows up to `entries_per_shard`, never shrinks.
     nodes: Vec<Node>,
+    /// The inline replies: `inline_bytes` bytes per slot of `nodes`, grown
+    /// with it.
+    inline: Vec<u8>,
     /// Vacant slots of `nodes`.
     free: Vec<u32>,
     /// Oldest completed entry (evicted first), or NIL.
@@ -316,8 +331,27 @@ enum State {
         /// Duplicates waiting on the shard's condvar for this entry.
         waiters: u32,
     },
-    /// `None`: completed with a reply too large to cache.
-    Done(Option<Arc<[u8]>>),
+    Done(Cached),
+}
+
+/// Where a completed entry's reply is.
+enum Cached {
+    /// Too large to cache.
+    Nothing,
+    /// The first `len` bytes of the slot's part of [`Synced::inline`].
+    Inline { len: u16 },
+    /// Longer than the inline space.
+    Heap(Arc<[u8]>),
+}
+
+impl Cached {
+    fn len(&self) -> usize {
+        match self {
+            Cached::Nothing => 0,
+            Cached::Inline { len } => usize::from(*len),
+            Cached::Heap(reply) => reply.len(),
+        }
+    }
 }
 
 /// Which entry a guard owns.
@@ -341,6 +375,12 @@ impl DuplicateRequestCache {
     /// at most `max_entries`; each shard gets an equal share of both caps, and
     /// `max_reply_bytes` is lowered to a shard's byte share if it exceeds it).
     pub fn new(limits: DrcLimits) -> Self {
+        Self::with_inline_bytes(limits, INLINE_REPLY_BYTES)
+    }
+
+    fn with_inline_bytes(limits: DrcLimits, inline_bytes: usize) -> Self {
+        // An inline length must fit `Cached::Inline`'s u16.
+        let inline_bytes = inline_bytes.min(usize::from(u16::MAX));
         let shards = limits
             .shards
             .clamp(1, 1 << 16)
@@ -353,6 +393,7 @@ impl DuplicateRequestCache {
                     synced: Mutex::new(Synced {
                         map: HashTable::new(),
                         nodes: Vec::new(),
+                        inline: Vec::new(),
                         free: Vec::new(),
                         head: NIL,
                         tail: NIL,
@@ -368,6 +409,7 @@ impl DuplicateRequestCache {
             entries_per_shard: (limits.max_entries / shards).min(NIL as usize),
             bytes_per_shard,
             max_reply_bytes: limits.max_reply_bytes.min(bytes_per_shard),
+            inline_bytes,
             in_progress_wait: limits.in_progress_wait,
         }
     }
@@ -405,16 +447,24 @@ impl DuplicateRequestCache {
             let node = &synced.nodes[slot as usize];
             let ticket = node.ticket;
             match &node.state {
-                State::Done(Some(reply)) => {
+                State::Done(Cached::Heap(reply)) => {
                     let reply = Arc::clone(reply);
                     synced.stats.hits += 1;
                     return DrcBegin::Replay(reply);
                 }
-                State::Done(None) if deadline.is_some() => {
+                &State::Done(Cached::Inline { len }) => {
+                    // A copy under the lock, of at most INLINE_REPLY_BYTES; only
+                    // retransmissions pay it.
+                    let at = slot as usize * self.inline_bytes;
+                    let reply = Arc::from(&synced.inline[at..at + usize::from(len)]);
+                    synced.stats.hits += 1;
+                    return DrcBegin::Replay(reply);
+                }
+                State::Done(Cached::Nothing) if deadline.is_some() => {
                     synced.stats.drops += 1;
                     return DrcBegin::Drop;
                 }
-                State::Done(None) => {
+                State::Done(Cached::Nothing) => {
                     // Completed without a cached reply: run again (knfsd RC_NOCACHE).
                     synced.unlink(slot);
                     let ticket = synced.new_ticket();
@@ -504,6 +554,8 @@ impl DuplicateRequestCache {
                 // shard's share fits in u32 for any realistic `max_entries`.
                 let slot = u32::try_from(synced.nodes.len()).unwrap_or(NIL);
                 synced.nodes.push(node);
+                let inline_len = synced.nodes.len() * self.inline_bytes;
+                synced.inline.resize(inline_len, 0);
                 slot
             }
         };
@@ -553,7 +605,9 @@ impl Synced {
     /// Removes the entry in `slot` (not linked) from the map and frees the slot.
     fn release(&mut self, slot: u32) {
         let node = &mut self.nodes[slot as usize];
-        if let State::Done(Some(reply)) = std::mem::replace(&mut node.state, State::Vacant) {
+        if let State::Done(reply) = std::mem::replace(&mut node.state, State::Vacant) {
+            // Dropping a `Heap` reply touches its (cold) allocation; an inline
+            // one is just forgotten.
             self.bytes -= reply.len();
         }
         let hash = node.hash;
@@ -619,29 +673,40 @@ impl DrcGuard<'_> {
             return;
         };
         let cache = self.cache;
-        // Copy outside the lock.
-        let cached: Option<Arc<[u8]>> =
-            (reply.len() <= cache.max_reply_bytes).then(|| reply.into());
+        let len = reply.len();
+        let fits = len <= cache.max_reply_bytes;
+        let inline = fits && len <= cache.inline_bytes;
+        // A heap copy is made outside the lock; an inline one (a few cache
+        // lines) under it.
+        let heap: Option<Arc<[u8]>> = (fits && !inline).then(|| reply.into());
         let shard = &cache.shards[entry.shard];
         let mut synced = lock(&shard.synced);
         let Some(waiters) = synced.running(entry) else {
             return;
         };
-        let mut cached = cached;
-        if let Some(reply) = &cached {
-            while synced.bytes + reply.len() > cache.bytes_per_shard {
+        let mut fits = fits;
+        if fits {
+            while synced.bytes + len > cache.bytes_per_shard {
                 if !synced.evict_oldest() {
                     break;
                 }
             }
-            if synced.bytes + reply.len() > cache.bytes_per_shard {
-                // Cannot happen (a reply fits an empty shard); stay within the cap.
-                cached = None;
+            // Cannot fail (a reply fits an empty shard); stay within the cap.
+            fits = synced.bytes + len <= cache.bytes_per_shard;
+        }
+        let cached = match (fits, heap) {
+            (false, _) => Cached::Nothing,
+            (true, Some(heap)) => Cached::Heap(heap),
+            (true, None) => {
+                let at = entry.slot as usize * cache.inline_bytes;
+                synced.inline[at..at + len].copy_from_slice(reply);
+                // `len <= inline_bytes`, which `with_inline_bytes` keeps within u16.
+                Cached::Inline {
+                    len: u16::try_from(len).unwrap_or(u16::MAX),
+                }
             }
-        }
-        if let Some(reply) = &cached {
-            synced.bytes += reply.len();
-        }
+        };
+        synced.bytes += cached.len();
         synced.nodes[entry.slot as usize].state = State::Done(cached);
         synced.push_back(entry.slot);
         drop(synced);
@@ -725,7 +790,7 @@ mod tests {
                 let node = &self.nodes[at as usize];
                 assert_eq!(node.prev, prev);
                 match &node.state {
-                    State::Done(reply) => bytes += reply.as_ref().map_or(0, |r| r.len()),
+                    State::Done(reply) => bytes += reply.len(),
                     _ => panic!("a running or vacant node is linked"),
                 }
                 forward += 1;
@@ -747,19 +812,30 @@ mod tests {
         let map_slot = (size_of::<u32>() + 1) * 8 / 7;
         let per_entry = size_of::<Node>() + map_slot + size_of::<u32>();
         assert!(per_entry < 200, "{per_entry} bytes");
+        // The module docs' total for the defaults, in KiB.
+        let entries = DrcLimits::DEFAULT_MAX_ENTRIES;
+        let extra = entries * (per_entry + INLINE_REPLY_BYTES) / 1024;
+        assert!(extra < 4300, "{extra} KiB");
     }
 
     #[test]
     fn random_operations_keep_the_shard_consistent() {
-        let drc = DuplicateRequestCache::new(DrcLimits {
-            max_entries: 16,
-            max_bytes: 200,
-            max_reply_bytes: 40,
-            in_progress_wait: Duration::ZERO,
-            shards: 1,
-        });
+        // Replies of 0..50 bytes: inline up to 16, on the heap up to 40, not
+        // cached above.
+        let drc = DuplicateRequestCache::with_inline_bytes(
+            DrcLimits {
+                max_entries: 16,
+                max_bytes: 200,
+                max_reply_bytes: 40,
+                in_progress_wait: Duration::ZERO,
+                shards: 1,
+            },
+            16,
+        );
+        // The reply each xid was last finished with (what a replay must give).
+        let mut finished: std::collections::HashMap<u32, Vec<u8>> = Default::default();
         let peer: SocketAddr = "127.0.0.1:700".parse().unwrap();
-        let mut running: Vec<DrcGuard<'_>> = Vec::new();
+        let mut running: Vec<(u32, DrcGuard<'_>)> = Vec::new();
         let mut seed = 0x2545_F491_4F6C_DD1Du64;
         let mut next = move || {
             seed ^= seed << 13;
@@ -769,20 +845,29 @@ mod tests {
         };
         for _ in 0..20_000 {
             let r = next();
-            let key = DrcKey::new(peer, (r % 40) as u32, 1, 1, 1, &[]);
+            let xid = (r % 40) as u32;
+            let key = DrcKey::new(peer, xid, 1, 1, 1, &[]);
             match (r >> 8) % 4 {
                 // Begin (a zero wait drops duplicates of running calls at once).
-                0 | 1 => {
-                    if let DrcBegin::Run(g) = drc.begin(key) {
-                        running.push(g);
+                0 | 1 => match drc.begin(key) {
+                    DrcBegin::Run(g) => running.push((xid, g)),
+                    DrcBegin::Replay(reply) => {
+                        assert_eq!(Some(&reply[..]), finished.get(&xid).map(|r| &r[..]));
+                        assert!(reply.len() <= 40);
                     }
-                }
+                    DrcBegin::Drop => {}
+                },
                 2 if !running.is_empty() => {
-                    let g = running.swap_remove((r >> 16) as usize % running.len());
-                    g.finish(&vec![0; (r >> 32) as usize % 50]);
+                    let (xid, g) = running.swap_remove((r >> 16) as usize % running.len());
+                    let len = (r >> 32) as usize % 50;
+                    let reply: Vec<u8> = (0..len)
+                        .map(|i| (xid as u8) ^ (r >> 40) as u8 ^ i as u8)
+                        .collect();
+                    g.finish(&reply);
+                    finished.insert(xid, reply);
                 }
                 _ if !running.is_empty() => {
-                    drop(running.swap_remove((r >> 16) as usize % running.len()));
+                    drop(running.swap_remove((r >> 16) as usize % running.len()).1);
                 }
                 _ => {}
             }
