@@ -13,13 +13,52 @@
 //! identity afterwards; backends use it for handle resolution only, never for the
 //! operation itself.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 
 use crate::Cred;
 
 thread_local! {
-    /// The identity this thread currently has, if it was ever switched.
-    static CURRENT: RefCell<Option<Cred>> = const { RefCell::new(None) };
+    /// The identity this thread currently has, if it was ever switched (and
+    /// its groups fit the record).
+    static CURRENT: Cell<Option<Applied>> = const { Cell::new(None) };
+}
+
+/// Most supplementary groups a thread's record of its identity holds. AUTH_SYS
+/// carries at most 16; an identity with more is applied on every call.
+const RECORDED_GROUPS: usize = 16;
+
+/// A thread's record of the identity it has, inline: it is compared with the
+/// caller's on every call, and a `Cred`'s heap-allocated groups, written when
+/// the identity was last switched, were a cache miss away (3% of a 4 KiB
+/// WRITE's user cycles in `perf`).
+#[derive(Debug, Clone, Copy)]
+struct Applied {
+    uid: u32,
+    gid: u32,
+    groups_len: usize,
+    groups: [u32; RECORDED_GROUPS],
+}
+
+impl Applied {
+    /// The record of `cred`; `None` if its groups do not fit.
+    fn of(cred: &Cred) -> Option<Self> {
+        let mut groups = [0; RECORDED_GROUPS];
+        groups
+            .get_mut(..cred.groups.len())?
+            .copy_from_slice(&cred.groups);
+        Some(Self {
+            uid: cred.uid,
+            gid: cred.gid,
+            groups_len: cred.groups.len(),
+            groups,
+        })
+    }
+
+    fn is(&self, cred: &Cred) -> bool {
+        self.uid == cred.uid
+            && self.gid == cred.gid
+            && self.groups[..self.groups_len] == cred.groups[..]
+    }
 }
 
 /// The identity could not be applied. The call must not run: it would run with the
@@ -102,15 +141,14 @@ fn apply(cred: &Cred) -> Result<(), IdentityError> {
 /// identity other than the process's own.
 pub fn switch_to(cred: &Cred) -> Result<(), IdentityError> {
     CURRENT.with(|current| {
-        let mut current = current.borrow_mut();
-        if current.as_ref() == Some(cred) {
+        if current.get().is_some_and(|applied| applied.is(cred)) {
             return Ok(());
         }
         // Forget the cached identity first: if `apply` fails half-way the thread's
         // real state is unknown and the next call must apply everything again.
-        *current = None;
+        current.set(None);
         apply(cred)?;
-        *current = Some(cred.clone());
+        current.set(Applied::of(cred));
         Ok(())
     })
 }
@@ -121,7 +159,7 @@ pub fn switch_to(cred: &Cred) -> Result<(), IdentityError> {
 /// it is root's); otherwise it reads the thread's real ids, so a thread that
 /// inherited a switched identity from its creator is handled too.
 pub fn as_fs_root<T>(f: impl FnOnce() -> T) -> T {
-    let known = CURRENT.with(|current| current.borrow().as_ref().map(|c| (c.uid, c.gid)));
+    let known = CURRENT.with(|current| current.get().map(|c| (c.uid, c.gid)));
     let (uid, gid) = known.unwrap_or_else(|| {
         // SAFETY: setfsuid/setfsgid with the invalid id -1 change nothing and
         // return the current value.
@@ -199,6 +237,49 @@ mod tests {
         .unwrap();
         // The other thread's switch never affected this one.
         std::fs::read(&secret).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_change_of_groups_alone_is_applied() {
+        if !can_switch() {
+            eprintln!("skipped: not root");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("rnfs-ident-groups-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("group-only");
+        std::fs::write(&file, b"x").unwrap();
+        // Readable by group 5150 only.
+        std::os::unix::fs::chown(&file, Some(0), Some(5150)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o040)).unwrap();
+        let f2 = file.clone();
+        std::thread::spawn(move || {
+            let with = |groups: Vec<u32>| Cred {
+                uid: 4242,
+                gid: 4242,
+                groups,
+            };
+            let readable = |cred: &Cred| {
+                switch_to(cred).unwrap();
+                std::fs::read(&f2).is_ok()
+            };
+            // Same uid and gid each time: only the groups tell them apart.
+            assert!(!readable(&with(vec![4243])));
+            assert!(readable(&with(vec![4243, 5150])));
+            assert!(!readable(&with(vec![5151])));
+            assert!(readable(&with(vec![5150])));
+            // More groups than the thread's record holds: applied every time.
+            let many: Vec<u32> = (6000..6000 + RECORDED_GROUPS as u32 + 4).collect();
+            assert!(!readable(&with(many.clone())));
+            let mut many_with = many.clone();
+            many_with.push(5150);
+            assert!(readable(&with(many_with)));
+            assert!(!readable(&with(many)));
+            switch_to(&Cred::root()).unwrap();
+        })
+        .join()
+        .unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
