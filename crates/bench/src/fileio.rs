@@ -77,6 +77,12 @@ pub struct FileIoParams {
     pub duration: Duration,
     /// Create the file, or extend it, sparse, to `file_size` (`set_len`).
     pub create: bool,
+    /// `fstat` around each op as an NFSv3 server must for its reply's
+    /// attributes: before and after a write (the WRITE's wcc data), after a
+    /// read (the READ's post-op attributes). Each `fstat` asks for the ctime,
+    /// so on a kernel with multigrain timestamps the next write must take a
+    /// fine-grained one and dirty the inode, as it must under an NFS server.
+    pub attrs: bool,
 }
 
 impl FileIoParams {
@@ -92,6 +98,7 @@ impl FileIoParams {
             warmup: Duration::from_secs(1),
             duration: Duration::from_secs(3),
             create: false,
+            attrs: false,
         }
     }
 
@@ -202,6 +209,8 @@ pub struct FileIoResult {
     pub commit_every: u32,
     /// Whether the run created or extended the file (`create`).
     pub created: bool,
+    /// Whether each op had its `fstat`s ([`FileIoParams::attrs`]).
+    pub attrs: bool,
     /// Warm-up seconds.
     pub warmup_s: f64,
     /// Measured seconds.
@@ -229,7 +238,7 @@ impl fmt::Display for FileIoResult {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{} {} B x {} thread{} on {} ({} bytes{}): {:.1} s after {:.1} s warm-up",
+            "{} {} B x {} thread{} on {} ({} bytes{}{}): {:.1} s after {:.1} s warm-up",
             self.op.name(),
             self.size,
             self.threads,
@@ -237,6 +246,11 @@ impl fmt::Display for FileIoResult {
             self.path.display(),
             self.file_size,
             if self.created { ", created" } else { "" },
+            if self.attrs {
+                ", fstat around each op"
+            } else {
+                ""
+            },
             self.duration_s,
             self.warmup_s
         )?;
@@ -279,6 +293,7 @@ pub fn run(p: &FileIoParams) -> Result<FileIoResult, FileIoError> {
         size: p.size,
         slots: file_size / u64::from(p.size),
         commit_every: p.commit_every,
+        attrs: p.attrs,
         seed: time_seed(),
     });
     let stop = Arc::new(AtomicBool::new(false));
@@ -337,6 +352,7 @@ pub fn run(p: &FileIoParams) -> Result<FileIoResult, FileIoError> {
         threads: p.threads,
         commit_every: p.commit_every,
         created,
+        attrs: p.attrs,
         warmup_s: p.warmup.as_secs_f64(),
         duration_s: secs,
         ops: stats.ops,
@@ -407,6 +423,7 @@ struct Job {
     /// Offsets are `size * below(slots)`; `slots * size <= file_size`.
     slots: u64,
     commit_every: u32,
+    attrs: bool,
     seed: u64,
 }
 
@@ -459,6 +476,9 @@ fn worker(job: &Job, index: u32, window: Window, stop: &AtomicBool) -> Result<St
     while !stop.load(Ordering::Relaxed) {
         let offset = rng.below(job.slots) * bytes;
         let began = Instant::now();
+        if job.attrs && job.op == FileOp::Write {
+            fstat(job)?;
+        }
         match job.op {
             FileOp::Read => job
                 .file
@@ -468,6 +488,9 @@ fn worker(job: &Job, index: u32, window: Window, stop: &AtomicBool) -> Result<St
                 .file
                 .write_all_at(&buf, offset)
                 .map_err(io_err("pwrite", &job.path))?,
+        }
+        if job.attrs {
+            fstat(job)?;
         }
         let mut done = Instant::now();
         stats.count(&window, began, done, bytes);
@@ -488,6 +511,14 @@ fn worker(job: &Job, index: u32, window: Window, stop: &AtomicBool) -> Result<St
         }
     }
     Ok(stats)
+}
+
+/// The `fstat` of [`FileIoParams::attrs`] (the same system call as the
+/// server's local backend makes).
+fn fstat(job: &Job) -> Result<(), FileIoError> {
+    rustix::fs::fstat(&job.file)
+        .map(drop)
+        .map_err(|e| io_err("fstat", &job.path)(e.into()))
 }
 
 /// Waits until `until`; `true` if a thread failed first.

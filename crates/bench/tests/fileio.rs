@@ -87,6 +87,23 @@ fn writes_land_inside_the_file_and_fsync_as_asked() {
 }
 
 #[test]
+fn attrs_runs_both_ops_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sparse_file(&dir, "f", FILE_SIZE);
+    for op in [FileOp::Write, FileOp::Read] {
+        let mut p = params(&path, op);
+        p.attrs = true;
+        let r = fileio::run(&p).unwrap();
+        assert!(r.ops > 0 && r.attrs, "{r}");
+        assert!(r.to_string().contains("fstat around each op"), "{r}");
+        assert_eq!(serde_json::to_value(&r).unwrap()["attrs"], true);
+    }
+    let r = fileio::run(&params(&path, FileOp::Read)).unwrap();
+    assert!(!r.attrs && !r.to_string().contains("fstat"), "{r}");
+    assert_eq!(serde_json::to_value(&r).unwrap()["attrs"], false);
+}
+
+#[test]
 fn a_file_too_small_is_refused_and_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let path = sparse_file(&dir, "small", FILE_SIZE / 2);

@@ -197,7 +197,7 @@ never change the file's size.
 
 The result goes to standard output as text, and with --json FILE as one JSON \
 object (tool rnfs-bench-fileio, schema 1: path, op, size, file_size, threads, \
-commit_every, created, warmup_s, duration_s, ops, ops_per_s, mb_per_s, \
+commit_every, created, attrs, warmup_s, duration_s, ops, ops_per_s, mb_per_s, \
 fsyncs, latency_us, cpu_s, cpu_us_per_op, cpu_window_s); with --json - the \
 JSON goes to standard output and the text to standard error.
 
@@ -303,6 +303,13 @@ pub(crate) struct FileioArgs {
     /// Create the file, or extend it, sparse, to --file-size.
     #[arg(long, requires = "file_size")]
     create: bool,
+    /// fstat(2) the file around each op, as an NFSv3 server must for the
+    /// attributes in its reply: before and after a write (WRITE's wcc data),
+    /// after a read (READ's post-op attributes). On a kernel with multigrain
+    /// timestamps (Linux 6.13+) a write after an fstat also takes a
+    /// fine-grained ctime and dirties the inode, as under an NFS server.
+    #[arg(long)]
+    attrs: bool,
     /// Write the result as one JSON object to FILE (`-`: standard output).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -749,6 +756,7 @@ fn run_fileio(a: FileioArgs) -> anyhow::Result<()> {
     p.duration = seconds("duration", a.duration)?;
     p.commit_every = a.commit_every;
     p.create = a.create;
+    p.attrs = a.attrs;
     let result = fileio::run(&p)?;
     print_result(a.json, &result)
 }
