@@ -55,9 +55,13 @@ impl Applied {
     }
 
     fn is(&self, cred: &Cred) -> bool {
+        // A plain loop over at most 16 ids: slice equality would call
+        // `memcmp`, which for a few words costs more than the comparison (3%
+        // of a GETATTR's user cycles in `perf`).
         self.uid == cred.uid
             && self.gid == cred.gid
-            && self.groups[..self.groups_len] == cred.groups[..]
+            && self.groups_len == cred.groups.len()
+            && self.groups.iter().zip(&cred.groups).all(|(a, b)| a == b)
     }
 }
 
