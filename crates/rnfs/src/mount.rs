@@ -84,11 +84,13 @@ pub(crate) struct MountArgs {
     mountpoint: PathBuf,
 }
 
-/// The unmount thread's states (`run`): writing back and unmounting, done
-/// (detached or unmounted), or failed (a later signal tries again).
-const UNMOUNT_RUNNING: u8 = 0;
-const UNMOUNT_DONE: u8 = 1;
-const UNMOUNT_FAILED: u8 = 2;
+/// The unmount's states (`run`): not asked for yet, writing back and
+/// unmounting, done (detached or unmounted), or failed (a later signal tries
+/// again).
+const UNMOUNT_IDLE: u8 = 0;
+const UNMOUNT_RUNNING: u8 = 1;
+const UNMOUNT_DONE: u8 = 2;
+const UNMOUNT_FAILED: u8 = 3;
 
 /// Mounts and serves until unmounted.
 pub(crate) fn run(args: MountArgs) -> anyhow::Result<()> {
@@ -110,33 +112,29 @@ pub(crate) fn run(args: MountArgs) -> anyhow::Result<()> {
     let gave_up = Arc::new(AtomicBool::new(false));
     let gave_up_here = Arc::clone(&gave_up);
     // Where the unmount thread is: a signal gives up only while it writes back.
-    let unmount_state = Arc::new(AtomicU8::new(UNMOUNT_RUNNING));
+    let unmount_state = Arc::new(AtomicU8::new(UNMOUNT_IDLE));
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            let mut unmounting = false;
             while let Ok(signal) = signals.wait() {
-                if unmounting {
-                    // Acquire: pairs with the unmount thread's Release, so
-                    // DONE means its write-back is over.
-                    match unmount_state.load(Ordering::Acquire) {
-                        UNMOUNT_DONE => {
-                            tracing::info!("{signal} again: already unmounted");
-                            continue;
-                        }
-                        UNMOUNT_FAILED => {} // try again below
-                        _ => {
-                            // Still writing back: the server does not answer.
-                            tracing::warn!("{signal} again while unmounting");
-                            // Relaxed: read after `join`, which synchronizes.
-                            gave_up_here.store(true, Ordering::Relaxed);
-                            unmounter.give_up();
-                            continue;
-                        }
+                // Acquire: pairs with the unmount thread's Release, so DONE
+                // means its write-back is over.
+                match unmount_state.load(Ordering::Acquire) {
+                    UNMOUNT_DONE => {
+                        tracing::info!("{signal} again: already unmounted");
+                        continue;
                     }
+                    UNMOUNT_RUNNING => {
+                        // Still writing back: the server does not answer.
+                        tracing::warn!("{signal} again while unmounting");
+                        // Relaxed: read after `join`, which synchronizes.
+                        gave_up_here.store(true, Ordering::Relaxed);
+                        unmounter.give_up();
+                        continue;
+                    }
+                    _ => {} // IDLE, or FAILED: (try again to) unmount
                 }
                 tracing::info!("{signal}: unmounting");
-                unmounting = true;
                 unmount_state.store(UNMOUNT_RUNNING, Ordering::Relaxed);
                 // On its own thread, so that a second signal is taken while
                 // it writes back.

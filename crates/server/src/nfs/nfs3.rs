@@ -68,10 +68,10 @@ pub struct NfsService {
 /// many dirty pages (`balance_dirty_pages` sleeps up to 200 ms), a journal
 /// commit, a contended inode lock. WRITE is quick among its peers (a reply of
 /// one may be held for the next one, see [`Service::is_quick_among_peers`])
-/// only while none did for [`WriteStalls::BACKOFF`], so a run of WRITEs is
+/// only while none did for [`WriteStalls::BACKOFF_NS`], so a run of WRITEs is
 /// answered in batches while writes take microseconds and one at a time while
 /// they stall. The worst a stall costs is one batch of WRITE replies held for
-/// one slow write, once per `BACKOFF`.
+/// one slow write, once per `BACKOFF_NS`.
 #[derive(Debug)]
 struct WriteStalls {
     /// [`coarse_now_ns`] until which writes count as stalling; 0 when none
@@ -81,7 +81,7 @@ struct WriteStalls {
 }
 
 /// `CLOCK_MONOTONIC_COARSE` in nanoseconds. It ticks once a jiffy (1-10 ms),
-/// far finer than [`WriteStalls::THRESHOLD`], and reads without the TSC (or a
+/// far finer than [`WriteStalls::THRESHOLD_NS`], and reads without the TSC (or a
 /// VM's paravirtual clock), so timing every WRITE costs a few nanoseconds
 /// instead of two precise clock reads (2% of a WRITE's user time in `perf`).
 fn coarse_now_ns() -> u64 {
@@ -98,10 +98,11 @@ impl WriteStalls {
     /// dirty throttling sleeps for 10 ms or more at a time. Lower, it would
     /// see ordinary scheduling: with 16 writers on 2 CPUs, a writer preempted
     /// while holding the file's lock makes the others' writes take 2-10 ms.
-    /// Measured on the coarse clock, so to within a jiffy.
-    const THRESHOLD: Duration = Duration::from_millis(20);
-    /// How long after a stall WRITE replies are sent at once.
-    const BACKOFF: Duration = Duration::from_secs(1);
+    /// Measured on the coarse clock, so to within a jiffy. In nanoseconds,
+    /// as [`coarse_now_ns`].
+    const THRESHOLD_NS: u64 = 20_000_000;
+    /// How long after a stall WRITE replies are sent at once, in nanoseconds.
+    const BACKOFF_NS: u64 = 1_000_000_000;
 
     fn new() -> Self {
         Self {
@@ -109,7 +110,7 @@ impl WriteStalls {
         }
     }
 
-    /// Whether a write stalled within the last `BACKOFF`. Reads the clock only
+    /// Whether a write stalled within the last `BACKOFF_NS`. Reads the clock only
     /// if one ever did.
     fn recent(&self) -> bool {
         let until = self.until.load(Ordering::Relaxed);
@@ -119,15 +120,15 @@ impl WriteStalls {
     /// Notes a write that ran from `started` to `ended` ([`coarse_now_ns`]).
     fn note(&self, started: u64, ended: u64) {
         let took = ended.saturating_sub(started);
-        if took <= Self::THRESHOLD.as_nanos() as u64 {
+        if took <= Self::THRESHOLD_NS {
             return;
         }
-        let until = ended.saturating_add(Self::BACKOFF.as_nanos() as u64);
+        let until = ended.saturating_add(Self::BACKOFF_NS);
         if self.until.swap(until, Ordering::Relaxed) < ended {
             tracing::debug!(
                 took_us = took / 1000,
                 "a buffered write waited: WRITE replies are sent one by one for {:?}",
-                Self::BACKOFF
+                Duration::from_nanos(Self::BACKOFF_NS)
             );
         }
     }
@@ -1013,8 +1014,8 @@ mod tests {
 
     #[test]
     fn a_stalled_write_stops_write_coalescing_for_the_backoff() {
-        let threshold = WriteStalls::THRESHOLD.as_nanos() as u64;
-        let backoff = WriteStalls::BACKOFF.as_nanos() as u64;
+        let threshold = WriteStalls::THRESHOLD_NS;
+        let backoff = WriteStalls::BACKOFF_NS;
         let stalls = WriteStalls::new();
         let t0 = coarse_now_ns();
         assert!(!stalls.recent(), "none noted yet");
