@@ -79,7 +79,9 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
         Self::with_shards(capacity, SHARDS)
     }
 
+    /// At most [`SHARDS`] shards (`get_many` locks them by index).
     fn with_shards(capacity: usize, shard_count: usize) -> Self {
+        let shard_count = shard_count.clamp(1, SHARDS);
         let per_shard = capacity.div_ceil(shard_count);
         let shards = (0..shard_count)
             .map(|_| {
@@ -106,15 +108,22 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
     /// `key`'s hash and its shard, locked.
     fn shard(&self, key: &K) -> (u64, MutexGuard<'_, Shard<V, K>>) {
         let hash = self.hasher.hash_one(key);
+        (hash, self.lock_shard(self.shard_index(hash)))
+    }
+
+    /// The shard of a key hashing to `hash`.
+    fn shard_index(&self, hash: u64) -> usize {
         // The high half: the table's buckets and tags come from the rest.
-        let index = ((hash >> 32) as usize) % self.shards.len();
+        ((hash >> 32) as usize) % self.shards.len()
+    }
+
+    fn lock_shard(&self, index: usize) -> MutexGuard<'_, Shard<V, K>> {
         // A panic while holding a shard lock cannot leave the shard inconsistent in
         // a way that matters (at worst a stale index, checked on use), so a
         // poisoned lock is simply taken over.
-        let shard = self.shards[index]
+        self.shards[index]
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        (hash, shard)
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Caches `value` for `key`, replacing any previous value. Returns what was
@@ -205,7 +214,48 @@ impl<V: Clone, K: Hash + Eq + Copy> ClockCache<V, K> {
         slot.referenced = true;
         Some(slot.value.clone())
     }
+
+    /// [`get`](Self::get) of every key of `keys`, in order, into `out`
+    /// (cleared first); at most [`MAX_BATCH`] keys.
+    ///
+    /// For a table larger than the CPU's caches, where every lookup misses
+    /// (READDIRPLUS of a large directory): `get` after `get` waits out each
+    /// miss in turn, since taking a shard's lock is an atomic
+    /// read-modify-write, which no later load may pass. Here every shard the
+    /// keys need is locked first, in index order (so two batches never
+    /// deadlock, and a plain `get` holds one lock only), and then the lookups
+    /// run back to back with no atomic between them: the processor overlaps
+    /// their misses.
+    pub(super) fn get_many(&self, keys: &[K], out: &mut Vec<Option<V>>) {
+        out.clear();
+        let keys = &keys[..keys.len().min(MAX_BATCH)];
+        let mut hashes = [(0u64, 0usize); MAX_BATCH];
+        let mut needed = 0u64;
+        for (key, at) in keys.iter().zip(hashes.iter_mut()) {
+            let hash = self.hasher.hash_one(key);
+            let shard = self.shard_index(hash);
+            needed |= 1 << shard;
+            *at = (hash, shard);
+        }
+        let mut guards: [Option<MutexGuard<'_, Shard<V, K>>>; SHARDS] = Default::default();
+        for (index, guard) in guards.iter_mut().enumerate() {
+            if needed & (1 << index) != 0 {
+                *guard = Some(self.lock_shard(index));
+            }
+        }
+        for (key, &(hash, shard)) in keys.iter().zip(hashes.iter()) {
+            let value = guards[shard].as_mut().and_then(|shard| {
+                let slot = shard.find(hash, key).and_then(|i| shard.slots.get_mut(i))?;
+                slot.referenced = true;
+                Some(slot.value.clone())
+            });
+            out.push(value);
+        }
+    }
 }
+
+/// Most keys one [`ClockCache::get_many`] looks up.
+pub(super) const MAX_BATCH: usize = 64;
 
 impl<V, K> std::fmt::Debug for ClockCache<V, K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -281,6 +331,38 @@ mod tests {
             let expect = (i % 3 != 0).then_some(i);
             assert_eq!(cache.get(&key(i)), expect);
         }
+    }
+
+    /// `get_many` answers as `get` key by key, in order, over every shard,
+    /// with keys present, absent and repeated, and marks what it finds
+    /// recently used as `get` does.
+    #[test]
+    fn get_many_answers_as_get_does() {
+        for shards in [1, 3, SHARDS] {
+            let cache = ClockCache::with_shards(SHARDS * 8, shards);
+            for i in (0..200u32).step_by(2) {
+                let _ = cache.insert(key(i), i);
+            }
+            let keys: Vec<_> = (0..MAX_BATCH as u32 + 10)
+                .map(|i| key(i * 7 % 150))
+                .collect();
+            let mut got = vec![Some(99)];
+            cache.get_many(&keys, &mut got);
+            let want: Vec<_> = keys[..MAX_BATCH].iter().map(|k| cache.get(k)).collect();
+            assert_eq!(got, want, "{shards} shards");
+            assert!(got.iter().any(Option::is_some) && got.iter().any(Option::is_none));
+            cache.get_many(&[], &mut got);
+            assert!(got.is_empty());
+        }
+        // Found by `get_many`, so passed over once by the hand: the next
+        // insert into the full shard evicts the other key.
+        let cache = ClockCache::with_shards(2, 1);
+        let _ = cache.insert(key(0), 0);
+        let _ = cache.insert(key(1), 1);
+        let mut got = Vec::new();
+        cache.get_many(&[key(0)], &mut got);
+        assert_eq!(cache.insert(key(2), 2), Some(1));
+        assert_eq!(cache.get(&key(0)), Some(0));
     }
 
     /// Every slot is in its shard's table under its own hash, and nothing else is.

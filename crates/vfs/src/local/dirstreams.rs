@@ -184,6 +184,22 @@ impl Pending {
         }))
     }
 
+    /// The inode numbers of the entries not handed out yet, from the first,
+    /// as many as fit `inos`; returns how many.
+    pub(super) fn upcoming_inos(&self, inos: &mut [u64]) -> usize {
+        let upcoming = self.entries.get(self.next..).unwrap_or_default();
+        let count = upcoming.len().min(inos.len());
+        for (ino, entry) in inos.iter_mut().zip(upcoming) {
+            *ino = entry.ino;
+        }
+        count
+    }
+
+    /// Whether it holds no entry, handed out or not.
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Marks the entry [`peek`](Self::peek) gave as handed out.
     pub(super) fn advance(&mut self) {
         self.next = (self.next + 1).min(self.entries.len());
