@@ -64,11 +64,10 @@ fn main() {
                 }
             }
             // Stream through the buffer as a call's payload would.
-            let len = stream.len();
             let chunk = &mut stream[at..at + STREAM];
             chunk[0] = chunk[STREAM - 1].wrapping_add(1);
             black_box(chunk.iter().step_by(64).fold(0u8, |a, &b| a ^ b));
-            at = (at + STREAM) % len;
+            at = (at + STREAM) % stream.len();
         }
         let ns = start.elapsed().as_nanos() as f64 / n as f64;
         for guard in in_flight.drain(..) {

@@ -126,18 +126,6 @@ impl LocalFs {
         };
         // The cookie a client resumes from: that of the last entry handed out.
         let mut resume_at = position;
-        // With the inode handle cache, entries go through `pending`, so that
-        // their handles are looked up a batch at a time (`hand_out_pending`).
-        let batched = plus && describe == Describe::ByNameRemembering;
-
-        // First what an earlier call read from the kernel and did not send.
-        if !self.hand_out_pending(&mut stream, plus, describe, sink, &mut resume_at)? {
-            if keepable {
-                self.keep(dir_fh, resume_at, stream);
-            }
-            return Ok(false);
-        }
-        stream.pending.clear();
 
         // Small first: a sink often takes a hundred entries, and every entry
         // read beyond those is copied to `pending` (or thrown away at the end).
@@ -145,9 +133,20 @@ impl LocalFs {
         let mut buf = vec![MaybeUninit::<u8>::uninit(); MAX_BUF];
         let mut len = FIRST_BUF;
         'refill: loop {
+            // First what `pending` holds: what an earlier call read from the
+            // kernel and did not send, or the buffer read just below.
+            if !self.hand_out_pending(&mut stream, plus, describe, sink, &mut resume_at)? {
+                if keepable {
+                    self.keep(dir_fh, resume_at, stream);
+                }
+                return Ok(false);
+            }
+            stream.pending.clear();
             let mut entries = RawDir::new(stream.fd.as_fd(), &mut buf[..len]);
-            if batched {
-                // One buffer's entries into `pending`, then handed out from there.
+            if describe.batches(plus) {
+                // With the inode handle cache, one buffer's entries go into
+                // `pending`, so that their handles are looked up a batch at a
+                // time (`hand_out_pending`).
                 while let Some(entry) = entries.next() {
                     stream.pending.push(raw_entry(&entry.map_err(errno)?));
                     if entries.is_buffer_empty() {
@@ -155,15 +154,8 @@ impl LocalFs {
                     }
                 }
                 if stream.pending.is_empty() {
-                    break 'refill;
+                    break;
                 }
-                if !self.hand_out_pending(&mut stream, plus, describe, sink, &mut resume_at)? {
-                    if keepable {
-                        self.keep(dir_fh, resume_at, stream);
-                    }
-                    return Ok(false);
-                }
-                stream.pending.clear();
                 len = (len * 2).min(MAX_BUF);
                 continue 'refill;
             }
@@ -222,18 +214,19 @@ impl LocalFs {
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
         resume_at: &mut u64,
     ) -> FsResult<bool> {
-        let batched = plus && describe == Describe::ByNameRemembering;
+        let batched = describe.batches(plus);
         let mut inos = [0u64; MAX_BATCH];
         let mut known = Vec::new();
         loop {
-            let count = if batched {
-                let count = stream.pending.upcoming_inos(&mut inos);
+            let count = stream.pending.upcoming_inos(&mut inos);
+            if count == 0 {
+                return Ok(true);
+            }
+            if batched {
                 self.inode_handles.get_many(&inos[..count], &mut known);
-                count
-            } else {
-                MAX_BATCH
-            };
+            }
             for i in 0..count {
+                // Cannot be `None`: `upcoming_inos` counted the entries left.
                 let Some(entry) = stream.pending.peek()? else {
                     return Ok(true);
                 };
@@ -247,9 +240,6 @@ impl LocalFs {
                     *resume_at = entry.cookie;
                 }
                 stream.pending.advance();
-            }
-            if count == 0 {
-                return Ok(true);
             }
         }
     }
@@ -384,7 +374,7 @@ impl LocalFs {
     ) -> Option<(BackendHandle, Attr)> {
         if describe != Describe::FromDescriptor {
             let remember = describe == Describe::ByNameRemembering;
-            if let Some(found) = self.describe_by_name(dir, name, d_ino, remember, known) {
+            if let Some(found) = self.entry_plus_by_name(dir, name, d_ino, remember, known) {
                 return Some(found);
             }
         }
@@ -430,21 +420,10 @@ impl LocalFs {
     /// renamed one), and file systems whose `d_ino` is not `st_ino`
     /// (overlayfs without xino, some FUSE) keep their attributes, at two more
     /// calls per entry.
-    #[cfg(test)]
+    ///
+    /// `known`: what the cache holds for `d_ino`, if the caller looked it up
+    /// already (a batch); else it is looked up here when remembering.
     fn entry_plus_by_name(
-        &self,
-        dir: BorrowedFd<'_>,
-        name: &CStr,
-        d_ino: u64,
-        remember: bool,
-    ) -> Option<(BackendHandle, Attr)> {
-        self.describe_by_name(dir, name, d_ino, remember, None)
-    }
-
-    /// [`entry_plus_by_name`](Self::entry_plus_by_name), given what the
-    /// inode handle cache holds for `d_ino` if the caller looked it up
-    /// (`known`; else looked up here when remembering).
-    fn describe_by_name(
         &self,
         dir: BorrowedFd<'_>,
         name: &CStr,
@@ -454,9 +433,10 @@ impl LocalFs {
     ) -> Option<(BackendHandle, Attr)> {
         let known = match known {
             Some(known) => known,
-            None => remember.then(|| self.inode_handles.get(&d_ino)).flatten(),
+            None if remember => self.inode_handles.get(&d_ino),
+            None => None,
         };
-        if let Some(known) = known.filter(|_| remember) {
+        if let Some(known) = known {
             let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
             // A mount on the name shows another `st_dev` or inode (the
             // mounted root's); the handle was taken on the export's mount.
@@ -506,6 +486,14 @@ enum Describe {
     ByName,
     /// By name, remembering handles by inode (`inode_handles`).
     ByNameRemembering,
+}
+
+impl Describe {
+    /// Whether a listing (READDIRPLUS when `plus`) looks the handle cache up
+    /// a batch of entries at a time (`LocalFs::hand_out_pending`).
+    fn batches(self, plus: bool) -> bool {
+        plus && self == Describe::ByNameRemembering
+    }
 }
 
 /// A handle remembered by inode number, with the `ctime` that vouches for
@@ -644,7 +632,7 @@ mod tests {
         .unwrap();
         let ino = std::fs::symlink_metadata(&path).unwrap().ino();
         let describe = || {
-            fs.entry_plus_by_name(dir_fd.as_fd(), c"a", ino, true)
+            fs.entry_plus_by_name(dir_fd.as_fd(), c"a", ino, true, None)
                 .unwrap()
         };
         let (fh, attr) = describe();
@@ -890,14 +878,14 @@ mod tests {
             let path = dir.path().join(std::str::from_utf8(name).unwrap());
             let ino = std::fs::symlink_metadata(path).unwrap().ino();
             let (fh, attr) = fs
-                .entry_plus_by_name(dir_fd.as_fd(), c_name, ino, false)
+                .entry_plus_by_name(dir_fd.as_fd(), c_name, ino, false, None)
                 .unwrap();
             let (l_fh, l_attr, _) = lookup(name);
             assert_eq!((fh, attr), (l_fh, l_attr), "{name:?}");
         }
 
         let (fh, attr) = fs
-            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed, false)
+            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed, false, None)
             .unwrap();
         let (a_fh, a_attr, _) = lookup(b"a");
         assert_eq!((fh, attr), (a_fh, a_attr));
@@ -906,7 +894,7 @@ mod tests {
         std::fs::remove_file(dir.path().join("a")).unwrap();
         std::fs::rename(dir.path().join("b"), dir.path().join("a")).unwrap();
         assert!(fs
-            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed, false)
+            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed, false, None)
             .is_none());
         let (fh, attr) = fs
             .entry_plus(dir_fd.as_fd(), c"a", listed, Describe::ByName, None)
