@@ -12,9 +12,15 @@ use rnfs_vfs::Filesystem;
 /// the backend, so a reload can switch `access` without reopening it.
 pub(crate) fn open(c: &ExportConfig) -> Result<Arc<dyn Filesystem>, String> {
     match c.backend {
-        BackendKind::Local => LocalFs::open(&c.path, LocalOptions::default())
-            .map(|fs| Arc::new(fs) as Arc<dyn Filesystem>)
-            .map_err(|e| e.to_string()),
+        BackendKind::Local => LocalFs::open(
+            &c.path,
+            LocalOptions {
+                attr_max_age: c.attr_cache_max_age,
+                ..LocalOptions::default()
+            },
+        )
+        .map(|fs| Arc::new(fs) as Arc<dyn Filesystem>)
+        .map_err(|e| e.to_string()),
         BackendKind::Memory => Ok(Arc::new(MemoryFs::new(u64::from(c.export_id())))),
     }
 }

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use nix::sys::signal::{SigSet, Signal};
 use rnfs_sched::{Config, Policy, PoolMode};
 use rnfs_server::metrics::{Metrics, MetricsConfig};
-use rnfs_server::nfs::exports::{Access, BackendKind, Squash, ANON_ID};
+use rnfs_server::nfs::exports::{Access, BackendKind, Squash, ANON_ID, DEFAULT_ATTR_CACHE_MAX_AGE};
 use rnfs_server::nfs::{ConfigFile, ExportConfig, Exports, HandleKey};
 use rnfs_server::portmap::{
     register_with_rpcbind, tcp_mappings, unregister_from_rpcbind, Mapping, PortRegistry,
@@ -78,10 +78,11 @@ pub(crate) struct ServeArgs {
 
     /// Serve the exports of this TOML file instead of EXPORT_DIR (format:
     /// `[[export]]` tables with path, mount_path, id, backend, access, squash,
-    /// anonuid, anongid, clients, secure; see ARCHITECTURE.md). SIGHUP reloads it.
+    /// anonuid, anongid, clients, secure, attr_cache_max_age; see
+    /// ARCHITECTURE.md). SIGHUP reloads it.
     #[arg(long, short = 'c', value_name = "FILE", conflicts_with_all = [
         "export_dir", "read_only", "squash", "anonuid", "anongid", "clients", "secure",
-        "backend", "mount_path"])]
+        "backend", "mount_path", "attr_cache_max_age"])]
     config: Option<PathBuf>,
 
     /// Export EXPORT_DIR read-only: every modifying call gets NFS3ERR_ROFS.
@@ -115,6 +116,16 @@ pub(crate) struct ServeArgs {
     /// names the mount path).
     #[arg(long, value_enum, value_name = "KIND", default_value_t = BackendArg::Local)]
     backend: BackendArg,
+
+    /// How long, in seconds, READDIRPLUS may answer an entry from attributes
+    /// it read earlier. Changes the kernel reports (any write, truncate,
+    /// chmod, chown, utimes, rename or unlink in the directory, by any
+    /// process) and rnfs's own changes show at once whatever this is; it
+    /// bounds what the kernel does not report: writes through shared
+    /// mappings, new hard links made in other directories, access times.
+    /// 0 stats every entry, as knfsd does.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_ATTR_CACHE_MAX_AGE)]
+    attr_cache_max_age: u32,
 
     /// The path clients mount. [default: EXPORT_DIR's absolute path]
     #[arg(long, value_name = "PATH")]
@@ -397,6 +408,7 @@ impl ServeArgs {
         c.anongid = self.anongid;
         c.clients = self.clients.clone();
         c.secure = self.secure;
+        c.attr_cache_max_age = self.attr_cache_max_age;
         c.backend = match self.backend {
             BackendArg::Local => BackendKind::Local,
             BackendArg::Memory => BackendKind::Memory,

@@ -17,6 +17,8 @@
 //! anongid = 65534
 //! clients = ["10.0.0.0/8", "192.168.1.7"]   # default: everyone
 //! secure = false                     # require a source port below 1024
+//! attr_cache_max_age = 10            # seconds READDIRPLUS may answer from cached
+//!                                    # attributes (0: never; see `rnfs_vfs::local`)
 //! ```
 //!
 //! The table is swapped atomically on reload ([`Exports::reload`]): calls in flight
@@ -108,6 +110,19 @@ pub struct ExportConfig {
     /// Require a privileged source port.
     #[serde(default)]
     pub secure: bool,
+    /// Local backend: how long, in seconds, READDIRPLUS may answer an entry
+    /// from attributes read earlier while nothing reported a change; the
+    /// bound on changes the kernel does not report (writes through shared
+    /// mappings, links made elsewhere, access times). 0: stat every entry.
+    #[serde(default = "attr_cache_max_age")]
+    pub attr_cache_max_age: u32,
+}
+
+/// The default of [`ExportConfig::attr_cache_max_age`].
+pub const DEFAULT_ATTR_CACHE_MAX_AGE: u32 = 10;
+
+fn attr_cache_max_age() -> u32 {
+    DEFAULT_ATTR_CACHE_MAX_AGE
 }
 
 impl ExportConfig {
@@ -124,6 +139,7 @@ impl ExportConfig {
             anongid: ANON_ID,
             clients: Vec::new(),
             secure: false,
+            attr_cache_max_age: DEFAULT_ATTR_CACHE_MAX_AGE,
         }
     }
 

@@ -129,8 +129,16 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
     /// Caches `value` for `key`, replacing any previous value. Returns what was
     /// replaced or evicted, for the caller to drop outside the lock.
     pub(super) fn insert(&self, key: K, value: V) -> Option<V> {
+        self.insert_with(key, || value)
+    }
+
+    /// [`insert`](Self::insert) of the value `make` returns, called under
+    /// the shard's lock: what it reads is ordered with what any
+    /// [`update`](Self::update) of the same key did before or does after.
+    pub(super) fn insert_with(&self, key: K, make: impl FnOnce() -> V) -> Option<V> {
         let (hash, mut guard) = self.shard(&key);
         let shard = &mut *guard;
+        let value = make();
         if shard.cap == 0 {
             return Some(value);
         }
@@ -173,6 +181,14 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
     pub(super) fn contains(&self, key: &K) -> bool {
         let (hash, shard) = self.shard(key);
         shard.find(hash, key).is_some()
+    }
+
+    /// Changes the value cached for `key`, if any, in place.
+    pub(super) fn update(&self, key: &K, change: impl FnOnce(&mut V)) {
+        let (hash, mut shard) = self.shard(key);
+        if let Some(slot) = shard.find(hash, key).and_then(|i| shard.slots.get_mut(i)) {
+            change(&mut slot.value);
+        }
     }
 
     /// Forgets `key`. Returns its value, for the caller to drop outside the lock.
@@ -316,6 +332,18 @@ mod tests {
         assert_eq!(cache.remove(&key(1)), Some(11));
         assert_eq!(cache.get(&key(1)), None);
         assert_eq!(cache.remove(&key(1)), None);
+    }
+
+    #[test]
+    fn update_changes_only_a_cached_value() {
+        let cache = ClockCache::new(SHARDS * 4);
+        assert_eq!(cache.insert_with(key(1), || 10), None);
+        cache.update(&key(1), |v| *v += 1);
+        cache.update(&key(2), |v| *v += 1);
+        assert_eq!(cache.get(&key(1)), Some(11));
+        assert_eq!(cache.get(&key(2)), None);
+        assert_eq!(cache.insert_with(key(1), || 20), Some(11));
+        assert_eq!(cache.get(&key(1)), Some(20));
     }
 
     #[test]

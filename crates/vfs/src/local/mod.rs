@@ -95,6 +95,39 @@
 //! and given its handle (one object for all three). An entry that vanished
 //! meanwhile, or that is on another mount, carries no plus data.
 //!
+//! # READDIRPLUS attributes
+//! A READDIRPLUS entry's attributes cost an `fstatat` each, two thirds of
+//! the server's time per entry. A privileged backend therefore keeps the
+//! attributes of every non-directory with one link that a listing stat'ed,
+//! beside its handle (`inode_handles`), and answers the next listing from
+//! them, with no system call, while nothing can have changed them:
+//! - **Changes the kernel reports.** Every listed directory is watched with
+//!   inotify (one instance per process, at most 4,096 directories; see
+//!   `watches.rs`): any write, truncate, `fallocate`, chmod, chown, utimes,
+//!   xattr change, create, unlink or rename in it, by any process, moves the
+//!   directory's generation, and attributes read under another generation do
+//!   not answer. Events are read before each listing looks; inotify queues
+//!   them inside the system call that makes the change, so a change finished
+//!   before the READDIRPLUS began is always seen. A full event queue retires
+//!   every generation.
+//! - **rnfs's own changes.** WRITE, SETATTR and LINK through a handle drop
+//!   the inode's attributes themselves (a descriptor from
+//!   `open_by_handle_at` may not be reported to any directory), and a listing
+//!   that began before such a change stores none of what it read.
+//! - **What the kernel does not report** shows once the attributes are older
+//!   than [`LocalOptions::attr_max_age`] (default 10 s, the export option
+//!   `attr_cache_max_age`; 0 turns the cache off): writes through a shared
+//!   mapping, a hard link to the file made in another directory (its link
+//!   count and ctime; the file then has two links and is no longer cached),
+//!   and access times. A directory's own attributes change with its entries,
+//!   which its parent's watch does not hear of, and a file with two links can
+//!   change through the other directory: neither is cached.
+//!
+//! GETATTR, LOOKUP, ACCESS and every reply's post-op attributes always stat:
+//! a client's close-to-open check sees the file system as it is. Linux knfsd
+//! stats every entry; nfs-ganesha answers from a cache that expires after 60
+//! seconds and hears of no change made outside it.
+//!
 //! # Credentials
 //! The backend never switches identities: the server sets the thread's fsuid,
 //! fsgid and groups with [`identity::switch_to`] (which [`identity::as_fs_root`]
@@ -122,6 +155,7 @@ mod handle;
 mod ops;
 mod readdir;
 mod sys;
+mod watches;
 
 use std::fs::File;
 use std::io::Read;
@@ -164,12 +198,19 @@ pub struct LocalOptions {
     /// descriptor and up to 32 KiB of read entries each; at most a sixteenth
     /// of `RLIMIT_NOFILE`). 0 opens a descriptor per call.
     pub dir_streams: usize,
-    /// How many handles to remember by inode number for READDIRPLUS (no
-    /// descriptor; about 115 bytes each, taken as listings fill them). A hit
-    /// saves the entry's `name_to_handle_at`. Only a directory whose entries
-    /// all fit uses them, so the default (2 Mi, at most about 240 MiB) lets a
-    /// directory of a million entries use them. 0 remembers none.
+    /// How many handles to remember by inode number for READDIRPLUS, with
+    /// the entry's attributes (see `attr_max_age`; no descriptor; about 190
+    /// bytes each, taken as listings fill them). A hit saves the entry's
+    /// `name_to_handle_at`. Only a directory whose entries all fit uses them,
+    /// so the default (2 Mi, at most about 400 MiB) lets a directory of a
+    /// million entries use them. 0 remembers none (and caches no
+    /// attributes).
     pub inode_handles: usize,
+    /// How long, in seconds, READDIRPLUS may answer an entry from attributes
+    /// it read earlier when nothing reported a change (see *READDIRPLUS
+    /// attributes* in the module docs): the bound on how stale a change the
+    /// kernel does not report can leave them. 0 stats every entry.
+    pub attr_max_age: u32,
 }
 
 /// How many directories' sizes `LocalFs::dir_sizes` keeps (16 bytes each).
@@ -184,6 +225,7 @@ impl Default for LocalOptions {
             handle_cache: 65_536,
             dir_streams: 256,
             inode_handles: 2 << 20,
+            attr_max_age: 10,
         }
     }
 }
@@ -277,6 +319,13 @@ pub struct LocalFs {
     /// Entries seen by the last complete listing of a directory, by device
     /// and inode (see `readdir.rs`, `inode_handles_fit`).
     dir_sizes: ClockCache<u64, (u64, u64)>,
+    /// `LocalOptions::attr_max_age`.
+    attr_max_age: u32,
+    /// Set by the first listing that may cache attributes; until then
+    /// `forget_attrs` has nothing to do.
+    attrs_cached: AtomicBool,
+    /// Changes rnfs made through handles (`forget_attrs`), counted.
+    own_changes: AtomicU64,
     /// `/proc/self/fd`, to re-open `O_PATH` descriptors with access.
     proc_fd: OwnedFd,
     has_openat2: bool,
@@ -484,6 +533,9 @@ impl LocalFs {
             dir_streams: ClockCache::new(options.dir_streams.min(fd_limit / 16)),
             inode_handles: ClockCache::new(options.inode_handles),
             dir_sizes: ClockCache::new(DIR_SIZES),
+            attr_max_age: options.attr_max_age,
+            attrs_cached: AtomicBool::new(false),
+            own_changes: AtomicU64::new(0),
             proc_fd,
             root: Arc::new(root),
             has_openat2,

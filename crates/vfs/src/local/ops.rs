@@ -500,6 +500,7 @@ impl Filesystem for LocalFs {
                 truncate(file.fd.as_fd(), size)
             })
             .and_then(|()| self.set_attrs(node.fd.as_fd(), &node.stat, set));
+        self.forget_attrs(node.stat.st_ino);
         let wcc = Wcc {
             before,
             after: self.attr_of(&node.fd),
@@ -591,6 +592,7 @@ impl Filesystem for LocalFs {
         let (file, stat) = self.open_file(cred, fh, true, None).map_err(no_wcc)?;
         let before = Some(WccAttr::from(&self.attr(&stat)));
         let result = self.write_stable(file.fd.as_fd(), offset, data, stable);
+        self.forget_attrs(stat.st_ino);
         let wcc = Wcc {
             before,
             after: self.attr_of(&file.fd),
@@ -808,6 +810,7 @@ impl Filesystem for LocalFs {
             }
             .map_err(errno)
         });
+        self.forget_attrs(file.stat.st_ino);
         let file_attr = self.attr_of(&file.fd);
         match result {
             Ok(((), wcc)) => Ok((file_attr, wcc)),

@@ -4,17 +4,20 @@
 
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
+use std::num::NonZeroU64;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::Ordering;
-use std::time::SystemTime;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::OnceLock;
+use std::time::{Instant, SystemTime};
 
 use rustix::fs::{self as rfs, AtFlags, OFlags, RawDir, SeekFrom};
 use rustix::io::Errno;
 
 use super::cache::MAX_BATCH;
 use super::dirstreams::{self, DirStream, Pending, RawEntry, StreamKey, WAYS};
-use super::{errno, handle, sys, LocalFs, Node};
-use crate::{Attr, BackendHandle, CookieVerifier, DirEntry, FsError, FsResult};
+use super::watches::DirWatches;
+use super::{errno, handle, sys, time, LocalFs, Node};
+use crate::{Attr, BackendHandle, CookieVerifier, DirEntry, FileType, FsError, FsResult, Time};
 
 /// The cookie verifier: cookies are positions the file system keeps stable, so
 /// there is nothing to verify (knfsd sends zeros for these file systems too).
@@ -120,7 +123,9 @@ impl LocalFs {
         let describe = if !self.privileged() {
             Describe::FromDescriptor
         } else if self.inode_handles_fit(&dir.stat) {
-            Describe::ByNameRemembering
+            Describe::ByNameRemembering {
+                vouch: if plus { self.vouch(dir) } else { None },
+            }
         } else {
             Describe::ByName
         };
@@ -373,8 +378,7 @@ impl LocalFs {
         known: Option<Option<InodeHandle>>,
     ) -> Option<(BackendHandle, Attr)> {
         if describe != Describe::FromDescriptor {
-            let remember = describe == Describe::ByNameRemembering;
-            if let Some(found) = self.entry_plus_by_name(dir, name, d_ino, remember, known) {
+            if let Some(found) = self.entry_plus_by_name(dir, name, d_ino, describe, known) {
                 return Some(found);
             }
         }
@@ -421,6 +425,16 @@ impl LocalFs {
     /// (overlayfs without xino, some FUSE) keep their attributes, at two more
     /// calls per entry.
     ///
+    /// **Cached attributes** (with a `vouch`; see `watches.rs` and the
+    /// module docs). A non-directory with one link keeps its attributes in
+    /// its `InodeHandle` with the generation its directory's watch had before
+    /// they were read, and answers with no system call while that generation
+    /// and `vouch`'s agree and they are younger than `attr_max_age`. rnfs's
+    /// own changes through a handle (WRITE, SETATTR, LINK) drop them too
+    /// (`forget_attrs`): the kernel reports a change made through a
+    /// descriptor to the directory it was opened through, and a descriptor
+    /// from `open_by_handle_at` may have none.
+    ///
     /// `known`: what the cache holds for `d_ino`, if the caller looked it up
     /// already (a batch); else it is looked up here when remembering.
     fn entry_plus_by_name(
@@ -428,15 +442,25 @@ impl LocalFs {
         dir: BorrowedFd<'_>,
         name: &CStr,
         d_ino: u64,
-        remember: bool,
+        describe: Describe,
         known: Option<Option<InodeHandle>>,
     ) -> Option<(BackendHandle, Attr)> {
+        let (remember, vouch) = match describe {
+            Describe::ByNameRemembering { vouch } => (true, vouch),
+            _ => (false, None),
+        };
         let known = match known {
             Some(known) => known,
             None if remember => self.inode_handles.get(&d_ino),
             None => None,
         };
         if let Some(known) = known {
+            if let (Some(vouch), Some(attrs)) = (vouch, known.attrs) {
+                if attrs.vouched_by(&vouch, self.attr_max_age) {
+                    let ctime = time(known.ctime.0, known.ctime.1);
+                    return Some((known.handle, attrs.attr(self.fsid, d_ino, ctime)));
+                }
+            }
             let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
             // A mount on the name shows another `st_dev` or inode (the
             // mounted root's); the handle was taken on the export's mount.
@@ -444,7 +468,11 @@ impl LocalFs {
                 && stat.st_dev == self.root_dev
                 && known.ctime == InodeHandle::ctime_of(&stat)
             {
-                return Some((known.handle, self.attr(&stat)));
+                let attr = self.attr(&stat);
+                if vouch.is_some() && attrs_cacheable(&attr) {
+                    self.remember_inode(d_ino, known.handle, &stat, &attr, vouch);
+                }
+                return Some((known.handle, attr));
             }
         }
         // Flags 0: a symlink is not followed. `name` is one component from
@@ -460,16 +488,84 @@ impl LocalFs {
             return None;
         }
         let handle = handle::encode(&kernel)?;
+        let attr = self.attr(&stat);
         if remember {
-            let known = InodeHandle {
-                handle,
-                ctime: InodeHandle::ctime_of(&stat),
-            };
-            // What this replaces or evicts is plain data.
-            let _replaced = self.inode_handles.insert(d_ino, known);
+            self.remember_inode(d_ino, handle, &stat, &attr, vouch);
         }
-        Some((handle, self.attr(&stat)))
+        Some((handle, attr))
     }
+
+    /// Remembers `handle` for inode `ino`, with the `ctime` of `stat` and,
+    /// if `vouch` allows, its attributes `attr`.
+    fn remember_inode(
+        &self,
+        ino: u64,
+        handle: BackendHandle,
+        stat: &rustix::fs::Stat,
+        attr: &Attr,
+        vouch: Option<Vouch>,
+    ) {
+        let cacheable = vouch.filter(|_| attrs_cacheable(attr));
+        let make = || InodeHandle {
+            handle,
+            ctime: InodeHandle::ctime_of(stat),
+            // Under the shard's lock: either `forget_attrs` of this inode
+            // counted its change before this reads `own_changes`, or it takes
+            // the lock after this and drops what this stores. Relaxed is
+            // enough: the lock orders the two.
+            attrs: cacheable
+                .filter(|vouch| self.own_changes.load(Ordering::Relaxed) == vouch.own_changes)
+                .map(|vouch| CachedAttrs::new(attr, &vouch)),
+        };
+        // What this replaces or evicts is plain data.
+        let _replaced = self.inode_handles.insert_with(ino, make);
+    }
+
+    /// What vouches for cached attributes in a READDIRPLUS of `dir`, taken
+    /// before any of its entries is stat'ed; `None` without the cache or a
+    /// watch of `dir`.
+    fn vouch(&self, dir: &Node) -> Option<Vouch> {
+        if self.attr_max_age == 0 {
+            return None;
+        }
+        let watches = DirWatches::get()?;
+        if !self.attrs_cached.load(Ordering::Relaxed) {
+            self.attrs_cached.store(true, Ordering::Relaxed);
+        }
+        // Pairs with the fence in `forget_attrs` (store, fence, load on both
+        // sides): either that call sees `attrs_cached` and counts its change,
+        // or its change is complete before this call's stats.
+        fence(Ordering::SeqCst);
+        // Acquire: a change counted here is visible to the stats after it.
+        let own_changes = self.own_changes.load(Ordering::Acquire);
+        let generation = watches.generation(dir.fd.as_fd(), dir_key(&dir.stat))?;
+        Some(Vouch {
+            generation,
+            now: monotonic_secs(),
+            own_changes,
+        })
+    }
+
+    /// Drops the cached attributes of inode `ino`, which rnfs just changed
+    /// through a handle (see `entry_plus_by_name`). Costs a fence and a load
+    /// until a listing has cached attributes.
+    pub(super) fn forget_attrs(&self, ino: u64) {
+        // See `vouch`.
+        fence(Ordering::SeqCst);
+        if !self.attrs_cached.load(Ordering::Relaxed) {
+            return;
+        }
+        // Release: a listing that reads this count sees the change.
+        self.own_changes.fetch_add(1, Ordering::Release);
+        self.inode_handles.update(&ino, |known| known.attrs = None);
+    }
+}
+
+/// Whether an entry's attributes may be cached: a directory's change with
+/// its own entries, which its parent's watch does not hear of, and a file
+/// with more links may be changed through a directory that is not watched.
+fn attrs_cacheable(attr: &Attr) -> bool {
+    attr.ftype != FileType::Directory && attr.nlink == 1
 }
 
 /// A directory's key in `dir_sizes`: its device and inode.
@@ -484,15 +580,95 @@ enum Describe {
     FromDescriptor,
     /// By name, in two calls.
     ByName,
-    /// By name, remembering handles by inode (`inode_handles`).
-    ByNameRemembering,
+    /// By name, remembering handles by inode (`inode_handles`), and
+    /// attributes too while `vouch` vouches for them.
+    ByNameRemembering { vouch: Option<Vouch> },
 }
 
 impl Describe {
     /// Whether a listing (READDIRPLUS when `plus`) looks the handle cache up
     /// a batch of entries at a time (`LocalFs::hand_out_pending`).
     fn batches(self, plus: bool) -> bool {
-        plus && self == Describe::ByNameRemembering
+        plus && matches!(self, Describe::ByNameRemembering { .. })
+    }
+}
+
+/// What a READDIRPLUS call knew before its first stat (`LocalFs::vouch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Vouch {
+    /// The directory's watch generation, after every queued event.
+    generation: NonZeroU64,
+    /// `monotonic_secs` at the start of the call.
+    now: u32,
+    /// `LocalFs::own_changes` at the start of the call.
+    own_changes: u64,
+}
+
+/// Seconds since the first call, on the monotonic clock.
+fn monotonic_secs() -> u32 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let secs = EPOCH.get_or_init(Instant::now).elapsed().as_secs();
+    u32::try_from(secs).unwrap_or(u32::MAX)
+}
+
+/// The attributes of a non-directory with one link, as a listing read them,
+/// less what its `InodeHandle` and key hold (`ctime`, inode number) and what
+/// is the same for all (`fsid`, one link).
+#[derive(Debug, Clone, Copy)]
+struct CachedAttrs {
+    generation: NonZeroU64,
+    read_at: u32,
+    ftype: FileType,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    size: u64,
+    used: u64,
+    rdev: (u32, u32),
+    atime: Time,
+    mtime: Time,
+}
+
+impl CachedAttrs {
+    fn new(attr: &Attr, vouch: &Vouch) -> Self {
+        Self {
+            generation: vouch.generation,
+            read_at: vouch.now,
+            ftype: attr.ftype,
+            mode: attr.mode,
+            uid: attr.uid,
+            gid: attr.gid,
+            size: attr.size,
+            used: attr.used,
+            rdev: attr.rdev,
+            atime: attr.atime,
+            mtime: attr.mtime,
+        }
+    }
+
+    /// Whether these may answer a listing that `vouch` describes: nothing
+    /// was reported for the directory since they were read, and they are
+    /// younger than `max_age` seconds.
+    fn vouched_by(&self, vouch: &Vouch, max_age: u32) -> bool {
+        self.generation == vouch.generation && vouch.now.saturating_sub(self.read_at) < max_age
+    }
+
+    fn attr(&self, fsid: u64, fileid: u64, ctime: Time) -> Attr {
+        Attr {
+            ftype: self.ftype,
+            mode: self.mode,
+            nlink: 1,
+            uid: self.uid,
+            gid: self.gid,
+            size: self.size,
+            used: self.used,
+            rdev: self.rdev,
+            fsid,
+            fileid,
+            atime: self.atime,
+            mtime: self.mtime,
+            ctime,
+        }
     }
 }
 
@@ -502,6 +678,8 @@ impl Describe {
 pub(super) struct InodeHandle {
     handle: BackendHandle,
     ctime: (i64, u64),
+    /// The attributes, while they can be vouched for.
+    attrs: Option<CachedAttrs>,
 }
 
 impl InodeHandle {
@@ -610,6 +788,8 @@ mod tests {
         assert_eq!((a, fs.dir_streams.len()), (b, 2));
     }
 
+    const REMEMBER: Describe = Describe::ByNameRemembering { vouch: None };
+
     /// A described inode's handle is remembered with its `ctime`: the next
     /// description takes it from there while the `ctime` matches (a planted
     /// handle shows the cache is read), and any change to the inode makes it
@@ -632,7 +812,7 @@ mod tests {
         .unwrap();
         let ino = std::fs::symlink_metadata(&path).unwrap().ino();
         let describe = || {
-            fs.entry_plus_by_name(dir_fd.as_fd(), c"a", ino, true, None)
+            fs.entry_plus_by_name(dir_fd.as_fd(), c"a", ino, REMEMBER, None)
                 .unwrap()
         };
         let (fh, attr) = describe();
@@ -659,6 +839,52 @@ mod tests {
         assert_eq!(fh2, fh);
         assert_eq!(attr2.mode & 0o777, 0o600);
         assert_eq!(fs.inode_handles.get(&ino).unwrap().handle, fh);
+    }
+
+    /// rnfs's own change through a handle drops the inode's cached
+    /// attributes, whether or not the kernel tells its directory's watch;
+    /// and a listing that read `own_changes` before such a change stores
+    /// none of the attributes it read.
+    #[test]
+    fn own_changes_drop_cached_attributes_and_outrun_listings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a");
+        std::fs::write(&path, b"a").unwrap();
+        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        if !fs.privileged() {
+            eprintln!("skipped: the by-name path is for privileged backends");
+            return;
+        }
+        let r = fs.root();
+        let ino = std::fs::symlink_metadata(&path).unwrap().ino();
+        let cached = || fs.inode_handles.get(&ino).unwrap().attrs.is_some();
+        let list = || {
+            fs.readdir(&Cred::root(), &r, 0, [0; 8], true, &mut |_| true)
+                .unwrap()
+        };
+        list();
+        assert!(cached());
+        let fh = fs.lookup(&Cred::root(), &r, b"a").unwrap().0;
+        fs.write(&Cred::root(), &fh, 0, b"b", crate::Stability::Unstable)
+            .unwrap();
+        assert!(!cached(), "WRITE drops the cached attributes");
+        list();
+        assert!(cached());
+
+        let stat = rfs::statat(&*fs.root, "a", AtFlags::SYMLINK_NOFOLLOW).unwrap();
+        let attr = fs.attr(&stat);
+        let known = fs.inode_handles.get(&ino).unwrap();
+        let vouch = |own_changes| Vouch {
+            generation: known.attrs.unwrap().generation,
+            now: monotonic_secs(),
+            own_changes,
+        };
+        let counted = fs.own_changes.load(Ordering::Relaxed);
+        assert!(counted > 0);
+        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(counted - 1)));
+        assert!(!cached(), "a listing older than a change stores nothing");
+        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(counted)));
+        assert!(cached());
     }
 
     /// READDIRPLUS in pages of odd sizes (so pages stop inside a batch of
@@ -878,14 +1104,14 @@ mod tests {
             let path = dir.path().join(std::str::from_utf8(name).unwrap());
             let ino = std::fs::symlink_metadata(path).unwrap().ino();
             let (fh, attr) = fs
-                .entry_plus_by_name(dir_fd.as_fd(), c_name, ino, false, None)
+                .entry_plus_by_name(dir_fd.as_fd(), c_name, ino, Describe::ByName, None)
                 .unwrap();
             let (l_fh, l_attr, _) = lookup(name);
             assert_eq!((fh, attr), (l_fh, l_attr), "{name:?}");
         }
 
         let (fh, attr) = fs
-            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed, false, None)
+            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed, Describe::ByName, None)
             .unwrap();
         let (a_fh, a_attr, _) = lookup(b"a");
         assert_eq!((fh, attr), (a_fh, a_attr));
@@ -894,7 +1120,7 @@ mod tests {
         std::fs::remove_file(dir.path().join("a")).unwrap();
         std::fs::rename(dir.path().join("b"), dir.path().join("a")).unwrap();
         assert!(fs
-            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed, false, None)
+            .entry_plus_by_name(dir_fd.as_fd(), c"a", listed, Describe::ByName, None)
             .is_none());
         let (fh, attr) = fs
             .entry_plus(dir_fd.as_fd(), c"a", listed, Describe::ByName, None)
@@ -902,7 +1128,7 @@ mod tests {
         let (now_fh, now_attr, _) = lookup(b"a");
         assert_eq!((fh, attr), (now_fh, now_attr));
         assert_ne!(fh, a_fh);
-        assert_eq!(attr.ftype, crate::FileType::Directory);
+        assert_eq!(attr.ftype, FileType::Directory);
 
         // Gone: nothing either way.
         std::fs::remove_dir(dir.path().join("a")).unwrap();

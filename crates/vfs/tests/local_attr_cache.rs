@@ -1,0 +1,318 @@
+//! READDIRPLUS answers from cached attributes only while nothing reported a
+//! change: every change a local process or rnfs itself makes shows in the
+//! next listing exactly as GETATTR shows it, and what the kernel does not
+//! report (writes through a shared mapping) shows within `attr_max_age`.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use rnfs_vfs::local::{LocalFs, LocalOptions};
+use rnfs_vfs::{Attr, BackendHandle, Cred, Filesystem, SetAttr, Stability};
+
+fn root() -> Cred {
+    Cred::root()
+}
+
+/// Every entry of `dir` but `.` and `..`, with its READDIRPLUS handle and
+/// attributes, in pages of 7 entries.
+fn list(fs: &LocalFs, dir: &BackendHandle) -> HashMap<Vec<u8>, (BackendHandle, Attr)> {
+    let mut out = HashMap::new();
+    let mut cookie = 0;
+    loop {
+        let mut taken = 0;
+        let end = fs
+            .readdir(&root(), dir, cookie, [0; 8], true, &mut |e| {
+                if taken == 7 {
+                    return false;
+                }
+                taken += 1;
+                cookie = e.cookie;
+                if e.name != b"." && e.name != b".." {
+                    let plus = e.plus.expect("plus data");
+                    out.insert(e.name.to_vec(), plus);
+                }
+                true
+            })
+            .unwrap();
+        if end.eof {
+            return out;
+        }
+    }
+}
+
+/// Lists `dir` and checks every entry against LOOKUP of its name.
+fn assert_listing_is_current(fs: &LocalFs, dir: &BackendHandle, what: &str) {
+    for (name, (fh, attr)) in list(fs, dir) {
+        let (l_fh, l_attr, _) = fs.lookup(&root(), dir, &name).unwrap();
+        let name = String::from_utf8_lossy(&name);
+        assert_eq!(fh, l_fh, "{what}: handle of {name}");
+        assert_eq!(attr, l_attr, "{what}: attributes of {name}");
+    }
+}
+
+/// One test at a time: the process has one inotify queue, and a listing in
+/// another test would drain what `lost_events_show_no_stale_attributes`
+/// fills.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn backend(dir: &Path, attr_max_age: u32) -> Option<LocalFs> {
+    let fs = LocalFs::open(
+        dir,
+        LocalOptions {
+            attr_max_age,
+            ..LocalOptions::default()
+        },
+    )
+    .unwrap();
+    if !fs.privileged() {
+        eprintln!("skipped: cached attributes are for privileged backends");
+        return None;
+    }
+    Some(fs)
+}
+
+fn populate(dir: &Path) {
+    for i in 0..20 {
+        std::fs::write(dir.join(format!("f{i}")), b"0123456789").unwrap();
+    }
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::os::unix::fs::symlink("f0", dir.join("link")).unwrap();
+}
+
+/// A named change to the export.
+type Change<'a> = (&'a str, Box<dyn FnMut() + 'a>);
+
+/// A change the kernel reports to the directory, made by another process
+/// (here, this one without rnfs), shows in the very next listing.
+#[test]
+fn local_changes_show_in_the_next_listing() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path());
+    let Some(fs) = backend(dir.path(), 3600) else {
+        return;
+    };
+    let r = fs.root();
+    let p = |name: &str| dir.path().join(name);
+    // Kept open across listings: writes through it are reported too.
+    let mut early = OpenOptions::new().append(true).open(p("f9")).unwrap();
+    assert_listing_is_current(&fs, &r, "first listing");
+    assert_listing_is_current(&fs, &r, "second listing");
+
+    let mut changes: Vec<Change<'_>> = vec![
+        (
+            "write",
+            Box::new(|| std::fs::write(p("f1"), b"longer than before").unwrap()),
+        ),
+        (
+            "truncate",
+            Box::new(|| {
+                OpenOptions::new()
+                    .write(true)
+                    .open(p("f2"))
+                    .unwrap()
+                    .set_len(3)
+                    .unwrap()
+            }),
+        ),
+        (
+            "chmod",
+            Box::new(|| {
+                std::fs::set_permissions(p("f3"), std::fs::Permissions::from_mode(0o600)).unwrap()
+            }),
+        ),
+        (
+            "utimes",
+            Box::new(|| {
+                let file = OpenOptions::new().write(true).open(p("f4")).unwrap();
+                file.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000))
+                    .unwrap();
+            }),
+        ),
+        (
+            "chown",
+            Box::new(|| std::os::unix::fs::lchown(p("f5"), Some(1234), Some(5678)).unwrap()),
+        ),
+        (
+            "rename over",
+            Box::new(|| {
+                std::fs::write(p("new"), b"new").unwrap();
+                std::fs::rename(p("new"), p("f6")).unwrap();
+            }),
+        ),
+        (
+            "remove and re-create",
+            Box::new(|| {
+                std::fs::remove_file(p("f7")).unwrap();
+                std::fs::write(p("f7"), b"again, longer").unwrap();
+            }),
+        ),
+        (
+            "symlink's times",
+            Box::new(|| {
+                let times = [libc::timespec {
+                    tv_sec: 5,
+                    tv_nsec: 0,
+                }; 2];
+                let path = std::ffi::CString::new(p("link").into_os_string().into_encoded_bytes())
+                    .unwrap();
+                // SAFETY: a NUL-terminated path and two timespecs, as
+                // utimensat(2) takes them.
+                let rc = unsafe {
+                    libc::utimensat(
+                        libc::AT_FDCWD,
+                        path.as_ptr(),
+                        times.as_ptr(),
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                };
+                assert_eq!(rc, 0);
+            }),
+        ),
+        (
+            "append through an earlier descriptor",
+            Box::new(|| early.write_all(b"appended").unwrap()),
+        ),
+        (
+            "a file in a subdirectory",
+            Box::new(|| std::fs::write(p("sub/x"), b"x").unwrap()),
+        ),
+    ];
+    for (what, change) in &mut changes {
+        change();
+        assert_listing_is_current(&fs, &r, what);
+    }
+}
+
+/// rnfs's own WRITE, SETATTR and LINK, through handles, show in the next
+/// listing, including in a listing that began before the change.
+#[test]
+fn own_changes_show_in_the_next_listing() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path());
+    let Some(fs) = backend(dir.path(), 3600) else {
+        return;
+    };
+    let r = fs.root();
+    assert_listing_is_current(&fs, &r, "first listing");
+    let fh = |name: &[u8]| fs.lookup(&root(), &r, name).unwrap().0;
+
+    fs.write(
+        &root(),
+        &fh(b"f1"),
+        100,
+        b"past the end",
+        Stability::Unstable,
+    )
+    .unwrap();
+    assert_listing_is_current(&fs, &r, "WRITE");
+    let set = SetAttr {
+        mode: Some(0o640),
+        ..SetAttr::default()
+    };
+    fs.setattr(&root(), &fh(b"f2"), &set, None).unwrap();
+    assert_listing_is_current(&fs, &r, "SETATTR");
+    let sub = fh(b"sub");
+    fs.link(&root(), &fh(b"f3"), &sub, b"second name").unwrap();
+    assert_listing_is_current(&fs, &r, "LINK");
+    // A file with two links is never answered from the cache: a change
+    // through its other name is reported to the other directory only.
+    std::fs::write(
+        dir.path().join("sub/second name"),
+        b"through the other name",
+    )
+    .unwrap();
+    assert_listing_is_current(&fs, &r, "write through the other link");
+}
+
+/// A write through a shared mapping is reported to no one; the listing shows
+/// it once the attributes are older than `attr_max_age`.
+#[test]
+fn unreported_changes_show_within_the_max_age() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path());
+    let Some(fs) = backend(dir.path(), 1) else {
+        return;
+    };
+    let r = fs.root();
+    assert_listing_is_current(&fs, &r, "first listing");
+    // Apart from the listing's ctime by a timestamp tick.
+    std::thread::sleep(Duration::from_millis(20));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("f1"))
+        .unwrap();
+    // SAFETY: a fresh shared mapping of the file's first 10 bytes (the file
+    // has 10), written once and unmapped here; nothing else maps it.
+    unsafe {
+        let map = libc::mmap(
+            std::ptr::null_mut(),
+            10,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        );
+        assert_ne!(map, libc::MAP_FAILED);
+        map.cast::<u8>().write(b'X');
+        assert_eq!(libc::munmap(map, 10), 0);
+    }
+    let before = list(&fs, &r)[&b"f1"[..]].1;
+    let now = fs.lookup(&root(), &r, b"f1").unwrap().1;
+    assert_ne!(
+        before.mtime, now.mtime,
+        "the mapping's write moves the mtime"
+    );
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_listing_is_current(&fs, &r, "after the max age");
+}
+
+/// Events lost to a full inotify queue cannot vouch for anything: a change
+/// whose event was dropped still shows in the next listing.
+#[test]
+fn lost_events_show_no_stale_attributes() {
+    let _serial = serial();
+    let max_queued: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(16_384);
+    if max_queued > 1 << 20 {
+        eprintln!("skipped: an event queue of {max_queued} takes too long to fill");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path());
+    let Some(fs) = backend(dir.path(), 3600) else {
+        return;
+    };
+    let r = fs.root();
+    let sub = fs.lookup(&root(), &r, b"sub").unwrap().0;
+    std::fs::write(dir.path().join("sub/a"), b"a").unwrap();
+    std::fs::write(dir.path().join("sub/b"), b"b").unwrap();
+    assert_listing_is_current(&fs, &r, "first listing");
+    // Watch `sub`, then fill the queue with its events: alternating names,
+    // which inotify does not merge.
+    let _ = list(&fs, &sub);
+    for i in 0..max_queued + 16 {
+        let name = if i % 2 == 0 { "sub/a" } else { "sub/b" };
+        let mode = 0o600 | (i as u32 & 0o44);
+        std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(mode))
+            .unwrap();
+    }
+    // This event is dropped.
+    std::fs::write(dir.path().join("f1"), b"changed after the overflow").unwrap();
+    assert_listing_is_current(&fs, &r, "after the overflow");
+}
