@@ -1,10 +1,11 @@
-//! READDIRPLUS answers from cached attributes only while nothing reported a
-//! change: every change a local process or rnfs itself makes shows in the
-//! next listing exactly as GETATTR shows it, and what the kernel does not
-//! report (writes through a shared mapping) shows within `attr_max_age`.
+//! READDIRPLUS answers from cached attributes and cached `getdents` chunks
+//! only while nothing reported a change: every change a local process or
+//! rnfs itself makes shows in the next listing exactly as GETATTR and the
+//! kernel's own listing show it, and what the kernel does not report
+//! (writes through a shared mapping) shows within `attr_max_age`.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -47,9 +48,22 @@ fn list(fs: &LocalFs, dir: &BackendHandle) -> HashMap<Vec<u8>, (BackendHandle, A
     }
 }
 
-/// Lists `dir` and checks every entry against LOOKUP of its name.
-fn assert_listing_is_current(fs: &LocalFs, dir: &BackendHandle, what: &str) {
-    for (name, (fh, attr)) in list(fs, dir) {
+/// The names in `path`, as the kernel lists them.
+fn kernel_names(path: &Path) -> HashSet<Vec<u8>> {
+    std::fs::read_dir(path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_encoded_bytes())
+        .collect()
+}
+
+/// Lists the export's root (`path`), checks its names against the kernel's
+/// listing and every entry against LOOKUP of its name.
+fn assert_listing_is_current(fs: &LocalFs, path: &Path, what: &str) {
+    let dir = &fs.root();
+    let listed = list(fs, dir);
+    let names: HashSet<_> = listed.keys().cloned().collect();
+    assert_eq!(names, kernel_names(path), "{what}: names");
+    for (name, (fh, attr)) in listed {
         let (l_fh, l_attr, _) = fs.lookup(&root(), dir, &name).unwrap();
         let name = String::from_utf8_lossy(&name);
         assert_eq!(fh, l_fh, "{what}: handle of {name}");
@@ -102,12 +116,11 @@ fn local_changes_show_in_the_next_listing() {
     let Some(fs) = backend(dir.path(), 3600) else {
         return;
     };
-    let r = fs.root();
     let p = |name: &str| dir.path().join(name);
     // Kept open across listings: writes through it are reported too.
     let mut early = OpenOptions::new().append(true).open(p("f9")).unwrap();
-    assert_listing_is_current(&fs, &r, "first listing");
-    assert_listing_is_current(&fs, &r, "second listing");
+    assert_listing_is_current(&fs, dir.path(), "first listing");
+    assert_listing_is_current(&fs, dir.path(), "second listing");
 
     let mut changes: Vec<Change<'_>> = vec![
         (
@@ -190,7 +203,7 @@ fn local_changes_show_in_the_next_listing() {
     ];
     for (what, change) in &mut changes {
         change();
-        assert_listing_is_current(&fs, &r, what);
+        assert_listing_is_current(&fs, dir.path(), what);
     }
 }
 
@@ -205,7 +218,7 @@ fn own_changes_show_in_the_next_listing() {
         return;
     };
     let r = fs.root();
-    assert_listing_is_current(&fs, &r, "first listing");
+    assert_listing_is_current(&fs, dir.path(), "first listing");
     let fh = |name: &[u8]| fs.lookup(&root(), &r, name).unwrap().0;
 
     fs.write(
@@ -216,16 +229,16 @@ fn own_changes_show_in_the_next_listing() {
         Stability::Unstable,
     )
     .unwrap();
-    assert_listing_is_current(&fs, &r, "WRITE");
+    assert_listing_is_current(&fs, dir.path(), "WRITE");
     let set = SetAttr {
         mode: Some(0o640),
         ..SetAttr::default()
     };
     fs.setattr(&root(), &fh(b"f2"), &set, None).unwrap();
-    assert_listing_is_current(&fs, &r, "SETATTR");
+    assert_listing_is_current(&fs, dir.path(), "SETATTR");
     let sub = fh(b"sub");
     fs.link(&root(), &fh(b"f3"), &sub, b"second name").unwrap();
-    assert_listing_is_current(&fs, &r, "LINK");
+    assert_listing_is_current(&fs, dir.path(), "LINK");
     // A file with two links is never answered from the cache: a change
     // through its other name is reported to the other directory only.
     std::fs::write(
@@ -233,7 +246,7 @@ fn own_changes_show_in_the_next_listing() {
         b"through the other name",
     )
     .unwrap();
-    assert_listing_is_current(&fs, &r, "write through the other link");
+    assert_listing_is_current(&fs, dir.path(), "write through the other link");
 }
 
 /// A write through a shared mapping is reported to no one; the listing shows
@@ -247,7 +260,7 @@ fn unreported_changes_show_within_the_max_age() {
         return;
     };
     let r = fs.root();
-    assert_listing_is_current(&fs, &r, "first listing");
+    assert_listing_is_current(&fs, dir.path(), "first listing");
     // Apart from the listing's ctime by a timestamp tick.
     std::thread::sleep(Duration::from_millis(20));
     let file = OpenOptions::new()
@@ -277,7 +290,7 @@ fn unreported_changes_show_within_the_max_age() {
         "the mapping's write moves the mtime"
     );
     std::thread::sleep(Duration::from_millis(2100));
-    assert_listing_is_current(&fs, &r, "after the max age");
+    assert_listing_is_current(&fs, dir.path(), "after the max age");
 }
 
 /// Events lost to a full inotify queue cannot vouch for anything: a change
@@ -302,7 +315,7 @@ fn lost_events_show_no_stale_attributes() {
     let sub = fs.lookup(&root(), &r, b"sub").unwrap().0;
     std::fs::write(dir.path().join("sub/a"), b"a").unwrap();
     std::fs::write(dir.path().join("sub/b"), b"b").unwrap();
-    assert_listing_is_current(&fs, &r, "first listing");
+    assert_listing_is_current(&fs, dir.path(), "first listing");
     // Watch `sub`, then fill the queue with its events: alternating names,
     // which inotify does not merge.
     let _ = list(&fs, &sub);
@@ -314,5 +327,111 @@ fn lost_events_show_no_stale_attributes() {
     }
     // This event is dropped.
     std::fs::write(dir.path().join("f1"), b"changed after the overflow").unwrap();
-    assert_listing_is_current(&fs, &r, "after the overflow");
+    assert_listing_is_current(&fs, dir.path(), "after the overflow");
+}
+
+/// Names created, removed and renamed between the pages of one listing: a
+/// name there all along comes exactly once, none comes twice, and only
+/// names that existed at some point come at all; the next listing is the
+/// kernel's.
+#[test]
+fn names_changing_between_pages() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..300 {
+        std::fs::write(dir.path().join(format!("f{i}")), b"").unwrap();
+    }
+    let Some(fs) = backend(dir.path(), 3600) else {
+        return;
+    };
+    let r = fs.root();
+    // Twice, so that the second listing runs on cached chunks.
+    for round in 0..2 {
+        assert_listing_is_current(&fs, dir.path(), "before");
+        let mut seen = HashMap::<Vec<u8>, usize>::new();
+        let mut cookie = 0;
+        let mut page = 0;
+        let mut ever = kernel_names(dir.path());
+        loop {
+            let mut taken = 0;
+            let end = fs
+                .readdir(&root(), &r, cookie, [0; 8], true, &mut |e| {
+                    if taken == 13 {
+                        return false;
+                    }
+                    taken += 1;
+                    cookie = e.cookie;
+                    *seen.entry(e.name.to_vec()).or_default() += 1;
+                    true
+                })
+                .unwrap();
+            if end.eof {
+                break;
+            }
+            page += 1;
+            let p = |name: String| dir.path().join(name);
+            match page % 3 {
+                0 => std::fs::write(p(format!("new{round}-{page}")), b"").unwrap(),
+                1 => std::fs::remove_file(p(format!("f{}", page * 7 % 300))).unwrap_or(()),
+                _ => {
+                    let from = p(format!("f{}", (page * 11 + 5) % 300));
+                    if from.exists() {
+                        std::fs::rename(from, p(format!("moved{round}-{page}"))).unwrap();
+                    }
+                }
+            }
+            ever.extend(kernel_names(dir.path()));
+        }
+        let now = kernel_names(dir.path());
+        for (name, count) in &seen {
+            let shown = String::from_utf8_lossy(name);
+            assert_eq!(*count, 1, "round {round}: {shown} listed {count} times");
+            assert!(
+                ever.contains(name) || name == b"." || name == b"..",
+                "round {round}: {shown} never existed"
+            );
+        }
+        // Untouched throughout: listed.
+        let before: HashSet<_> = (0..300).map(|i| format!("f{i}").into_bytes()).collect();
+        for name in before.intersection(&now) {
+            assert!(seen.contains_key(name), "round {round}: {name:?} missed");
+        }
+    }
+    assert_listing_is_current(&fs, dir.path(), "after");
+}
+
+/// A listing from cached chunks checks, as opening the directory would,
+/// that the caller may read it.
+#[test]
+fn cached_chunks_answer_only_callers_who_may_read() {
+    let _serial = serial();
+    if !rnfs_vfs::identity::can_switch() {
+        eprintln!("skipped: needs root to switch identities");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let private = dir.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::write(private.join("a"), b"a").unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let Some(fs) = backend(dir.path(), 3600) else {
+        return;
+    };
+    let private = fs.lookup(&root(), &fs.root(), b"private").unwrap().0;
+    // Root's listings fill the cache.
+    assert_eq!(list(&fs, &private).len(), 1);
+    assert_eq!(list(&fs, &private).len(), 1);
+    let user = Cred {
+        uid: 4242,
+        gid: 4242,
+        groups: vec![],
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            rnfs_vfs::identity::switch_to(&user).unwrap();
+            let l = fs.readdir(&user, &private, 0, [0; 8], true, &mut |_| true);
+            assert_eq!(l.unwrap_err().0, rnfs_vfs::FsError::Access);
+        });
+    });
 }

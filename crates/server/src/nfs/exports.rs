@@ -114,6 +114,8 @@ pub struct ExportConfig {
     /// from attributes read earlier while nothing reported a change; the
     /// bound on changes the kernel does not report (writes through shared
     /// mappings, links made elsewhere, access times). 0: stat every entry.
+    /// Read when the backend opens: a reload that keeps the export (its id)
+    /// keeps its backend, and the value it opened with.
     #[serde(default = "attr_cache_max_age")]
     pub attr_cache_max_age: u32,
 }

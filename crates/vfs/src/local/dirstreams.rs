@@ -167,8 +167,14 @@ impl Pending {
     }
 
     /// The first entry not handed out yet.
+    #[cfg(test)]
     pub(super) fn peek(&self) -> FsResult<Option<RawEntry<'_>>> {
-        let Some(entry) = self.entries.get(self.next) else {
+        self.at(self.next)
+    }
+
+    /// The entry at `index`.
+    pub(super) fn at(&self, index: usize) -> FsResult<Option<RawEntry<'_>>> {
+        let Some(entry) = self.entries.get(index) else {
             return Ok(None);
         };
         let name = self
@@ -184,10 +190,10 @@ impl Pending {
         }))
     }
 
-    /// The inode numbers of the entries not handed out yet, from the first,
-    /// as many as fit `inos`; returns how many.
-    pub(super) fn upcoming_inos(&self, inos: &mut [u64]) -> usize {
-        let upcoming = self.entries.get(self.next..).unwrap_or_default();
+    /// The inode numbers of the entries from `index` on, as many as fit
+    /// `inos`; returns how many.
+    pub(super) fn inos_from(&self, index: usize, inos: &mut [u64]) -> usize {
+        let upcoming = self.entries.get(index..).unwrap_or_default();
         let count = upcoming.len().min(inos.len());
         for (ino, entry) in inos.iter_mut().zip(upcoming) {
             *ino = entry.ino;
@@ -201,14 +207,36 @@ impl Pending {
     }
 
     /// Marks the entry [`peek`](Self::peek) gave as handed out.
+    #[cfg(test)]
     pub(super) fn advance(&mut self) {
         self.next = (self.next + 1).min(self.entries.len());
     }
 
-    /// The cookie of the last entry, handed out or not.
+    /// The index of the first entry not handed out yet.
+    pub(super) fn next_index(&self) -> usize {
+        self.next
+    }
+
+    /// Marks the entries before `index` as handed out.
+    pub(super) fn set_next_index(&mut self, index: usize) {
+        self.next = index.min(self.entries.len());
+    }
+
+    /// How many entries it holds, `.` and `..` included.
     #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The cookie of the last entry, handed out or not.
     pub(super) fn last_cookie(&self) -> Option<u64> {
         self.entries.last().map(|e| e.cookie)
+    }
+
+    /// Gives back the memory it does not use.
+    pub(super) fn shrink_to_fit(&mut self) {
+        self.names.shrink_to_fit();
+        self.entries.shrink_to_fit();
     }
 
     /// Forgets every entry, keeping the memory.

@@ -95,9 +95,9 @@
 //! and given its handle (one object for all three). An entry that vanished
 //! meanwhile, or that is on another mount, carries no plus data.
 //!
-//! # READDIRPLUS attributes
+//! # READDIRPLUS attributes and entries
 //! A READDIRPLUS entry's attributes cost an `fstatat` each, two thirds of
-//! the server's time per entry. A privileged backend therefore keeps the
+//! the server's time per entry, and reading the entries most of the rest. A privileged backend therefore keeps the
 //! attributes of every non-directory with one link that a listing stat'ed,
 //! beside its handle (`inode_handles`), and answers the next listing from
 //! them, with no system call, while nothing can have changed them:
@@ -122,6 +122,15 @@
 //!   and access times. A directory's own attributes change with its entries,
 //!   which its parent's watch does not hear of, and a file with two links can
 //!   change through the other directory: neither is cached.
+//!
+//!
+//! **What `getdents` returned** is kept the same way, for READDIRPLUS
+//! (`dirchunks.rs`): each call's entries, as a chunk stamped with the
+//! directory's *names* generation, which moves only with creates, deletes
+//! and renames in it (a file being written does not retire its directory's
+//! chunks). Listings that resume where another stopped read the chunk
+//! instead of the kernel, after checking that the caller may read the
+//! directory (`faccessat2`), as opening it would.
 //!
 //! GETATTR, LOOKUP, ACCESS and every reply's post-op attributes always stat:
 //! a client's close-to-open check sees the file system as it is. Linux knfsd
@@ -149,6 +158,7 @@
 //!   system's `s_maxbytes`); writes past the real limit fail with `FBig`.
 
 mod cache;
+mod dirchunks;
 mod dirstreams;
 mod group_sync;
 mod handle;
@@ -208,8 +218,9 @@ pub struct LocalOptions {
     pub inode_handles: usize,
     /// How long, in seconds, READDIRPLUS may answer an entry from attributes
     /// it read earlier when nothing reported a change (see *READDIRPLUS
-    /// attributes* in the module docs): the bound on how stale a change the
-    /// kernel does not report can leave them. 0 stats every entry.
+    /// attributes and entries* in the module docs): the bound on how stale
+    /// a change the kernel does not report can leave them. 0 stats every
+    /// entry and keeps no `getdents` results either.
     pub attr_max_age: u32,
 }
 
@@ -319,6 +330,9 @@ pub struct LocalFs {
     /// Entries seen by the last complete listing of a directory, by device
     /// and inode (see `readdir.rs`, `inode_handles_fit`).
     dir_sizes: ClockCache<u64, (u64, u64)>,
+    /// READDIRPLUS: what `getdents` returned, by directory and position
+    /// (see `dirchunks.rs`).
+    dir_chunks: ClockCache<dirchunks::ResumePoint, dirchunks::ResumeKey>,
     /// `LocalOptions::attr_max_age`.
     attr_max_age: u32,
     /// Set by the first listing that may cache attributes; until then
@@ -533,6 +547,11 @@ impl LocalFs {
             dir_streams: ClockCache::new(options.dir_streams.min(fd_limit / 16)),
             inode_handles: ClockCache::new(options.inode_handles),
             dir_sizes: ClockCache::new(DIR_SIZES),
+            dir_chunks: ClockCache::new(if options.attr_max_age > 0 {
+                dirchunks::RESUME_POINTS
+            } else {
+                0
+            }),
             attr_max_age: options.attr_max_age,
             attrs_cached: AtomicBool::new(false),
             own_changes: AtomicU64::new(0),

@@ -5,8 +5,9 @@
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::num::NonZeroU64;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
@@ -14,6 +15,7 @@ use rustix::fs::{self as rfs, AtFlags, OFlags, RawDir, SeekFrom};
 use rustix::io::Errno;
 
 use super::cache::MAX_BATCH;
+use super::dirchunks::{Chunk, ResumePoint, CHUNK_BYTES};
 use super::dirstreams::{self, DirStream, Pending, RawEntry, StreamKey, WAYS};
 use super::watches::DirWatches;
 use super::{errno, handle, sys, time, LocalFs, Node};
@@ -101,6 +103,22 @@ impl LocalFs {
             }
         }
 
+        // The handle cache (unprivileged) needs a descriptor per entry.
+        let describe = if !self.privileged() {
+            Describe::FromDescriptor
+        } else if self.inode_handles_fit(&dir.stat) {
+            Describe::ByNameRemembering {
+                vouch: if plus { self.vouch(dir) } else { None },
+            }
+        } else {
+            Describe::ByName
+        };
+        if let Describe::ByNameRemembering { vouch: Some(vouch) } = describe {
+            if let Some(done) = self.list_chunks(dir, position, vouch, plus, describe, sink)? {
+                return Ok(done);
+            }
+        }
+
         // Streams can be reused only with `faccessat2` (see `resume`) and
         // a cache to keep them in.
         let reusable =
@@ -118,16 +136,6 @@ impl LocalFs {
         let mut stream = match resumed {
             Some(stream) => stream,
             None => self.open_stream(dir, position)?,
-        };
-        // The handle cache (unprivileged) needs a descriptor per entry.
-        let describe = if !self.privileged() {
-            Describe::FromDescriptor
-        } else if self.inode_handles_fit(&dir.stat) {
-            Describe::ByNameRemembering {
-                vouch: if plus { self.vouch(dir) } else { None },
-            }
-        } else {
-            Describe::ByName
         };
         // The cookie a client resumes from: that of the last entry handed out.
         let mut resume_at = position;
@@ -205,12 +213,7 @@ impl LocalFs {
 
     /// Hands the entries of `stream.pending` out to `sink`, from the first
     /// not handed out yet; `false` when the sink is full (the entry it
-    /// refused stays first). With the inode handle cache, the handles of up
-    /// to [`MAX_BATCH`] entries are looked up at once before those entries'
-    /// stats: in a directory too large for the CPU's caches every lookup
-    /// misses, and a batch waits for its misses together rather than one
-    /// after another (`ClockCache::get_many`; READDIRPLUS of a million-entry
-    /// directory spent 16% of its time in those lookups, one at a time).
+    /// refused stays first). See `hand_out_from`.
     fn hand_out_pending(
         &self,
         stream: &mut DirStream,
@@ -219,11 +222,49 @@ impl LocalFs {
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
         resume_at: &mut u64,
     ) -> FsResult<bool> {
+        let mut out = Out {
+            sink,
+            resume_at: *resume_at,
+            listed: stream.listed,
+        };
+        let mut next = stream.pending.next_index();
+        let taken = self.hand_out_from(
+            stream.fd.as_fd(),
+            &stream.pending,
+            &mut next,
+            plus,
+            describe,
+            &mut out,
+        )?;
+        stream.pending.set_next_index(next);
+        stream.listed = out.listed;
+        *resume_at = out.resume_at;
+        Ok(taken)
+    }
+
+    /// Hands the entries of `entries` of directory `dir` out to `out`, from
+    /// index `next` on, advancing it; `false` when the sink is full (`next`
+    /// is then the entry it refused). With the inode handle cache, the
+    /// handles of up to [`MAX_BATCH`] entries are looked up at once before
+    /// those entries' stats: in a directory too large for the CPU's caches
+    /// every lookup misses, and a batch waits for its misses together rather
+    /// than one after another (`ClockCache::get_many`; READDIRPLUS of a
+    /// million-entry directory spent 16% of its time in those lookups, one
+    /// at a time).
+    fn hand_out_from(
+        &self,
+        dir: BorrowedFd<'_>,
+        entries: &Pending,
+        next: &mut usize,
+        plus: bool,
+        describe: Describe,
+        out: &mut Out<'_>,
+    ) -> FsResult<bool> {
         let batched = describe.batches(plus);
         let mut inos = [0u64; MAX_BATCH];
         let mut known = Vec::new();
         loop {
-            let count = stream.pending.upcoming_inos(&mut inos);
+            let count = entries.inos_from(*next, &mut inos);
             if count == 0 {
                 return Ok(true);
             }
@@ -231,22 +272,143 @@ impl LocalFs {
                 self.inode_handles.get_many(&inos[..count], &mut known);
             }
             for i in 0..count {
-                // Cannot be `None`: `upcoming_inos` counted the entries left.
-                let Some(entry) = stream.pending.peek()? else {
+                // Cannot be `None`: `inos_from` counted the entries left.
+                let Some(entry) = entries.at(*next)? else {
                     return Ok(true);
                 };
                 if !is_dot(entry.name) {
-                    // `known[i]` is of `entry`: `upcoming_inos` started at it.
+                    // `known[i]` is of `entry`: `inos_from` started at it.
                     let known = batched.then(|| known.get(i).copied().flatten());
-                    if !self.hand_out(stream.fd.as_fd(), entry, plus, describe, known, sink)? {
+                    if !self.hand_out(dir, entry, plus, describe, known, out.sink)? {
                         return Ok(false);
                     }
-                    dirstreams::count_one(&mut stream.listed);
-                    *resume_at = entry.cookie;
+                    dirstreams::count_one(&mut out.listed);
+                    out.resume_at = entry.cookie;
                 }
-                stream.pending.advance();
+                *next += 1;
             }
         }
+    }
+
+    /// READDIRPLUS of `dir` from `position` out of cached chunks
+    /// (`dirchunks.rs`), reading and caching those missing; `None` if
+    /// `position` has no resume point (the caller then reads from the
+    /// kernel), or the caller may not read `dir` now.
+    fn list_chunks(
+        &self,
+        dir: &Node,
+        position: u64,
+        vouch: Vouch,
+        plus: bool,
+        describe: Describe,
+        sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> FsResult<Option<bool>> {
+        let key = dir_key(&dir.stat);
+        let current = |point: &ResumePoint| point.chunk.names == vouch.names;
+        let mut found = self.dir_chunks.get(&(key, position)).filter(current);
+        if found.is_none() && position != 0 {
+            return Ok(None);
+        }
+        // Opening the directory would check that the caller may read it; a
+        // listing from a cache must check as well. The kernel's own check,
+        // with the thread's fsuid, fsgid and groups (as `resume`).
+        if sys::access_fd(dir.fd.as_fd(), libc::R_OK).is_err() {
+            return Ok(None);
+        }
+        let mut out = Out {
+            sink,
+            resume_at: position,
+            listed: None,
+        };
+        // Where the next chunk to read starts, and what comes before it.
+        let mut at = position;
+        let mut before = (position == 0).then_some(0);
+        // A descriptor of `dir` and its position, once one is needed.
+        let mut reader = None;
+        loop {
+            let point = match found.take() {
+                Some(point) => point,
+                None => {
+                    let chunk = self.read_chunk(dir, &mut reader, at, vouch.names, before)?;
+                    let point = ResumePoint { chunk, index: 0 };
+                    // What this replaces or evicts is dropped here, unlocked.
+                    drop(self.dir_chunks.insert((key, at), point.clone()));
+                    point
+                }
+            };
+            let chunk = &point.chunk;
+            let mut next = point.index;
+            if !self.hand_out_from(
+                dir.fd.as_fd(),
+                &chunk.entries,
+                &mut next,
+                plus,
+                describe,
+                &mut out,
+            )? {
+                let stop = ResumePoint {
+                    chunk: Arc::clone(chunk),
+                    index: next,
+                };
+                drop(self.dir_chunks.insert((key, out.resume_at), stop));
+                return Ok(Some(false));
+            }
+            if chunk.eof {
+                if let Some(before) = chunk.before {
+                    // What was replaced or evicted is plain data.
+                    let _replaced = self.dir_sizes.insert(key, before + chunk.listed);
+                }
+                return Ok(Some(true));
+            }
+            at = chunk.end;
+            before = chunk.before.map(|b| b + chunk.listed);
+            found = self
+                .dir_chunks
+                .get(&(key, at))
+                .filter(|p| current(p) && p.index == 0);
+        }
+    }
+
+    /// Reads the chunk of `dir` at position `at` with one `getdents64`
+    /// call, through `reader` (opened, or seeked, if it is not at `at`).
+    /// `names`: the directory's names generation, taken before.
+    fn read_chunk(
+        &self,
+        dir: &Node,
+        reader: &mut Option<(OwnedFd, u64)>,
+        at: u64,
+        names: NonZeroU64,
+        before: Option<u64>,
+    ) -> FsResult<Arc<Chunk>> {
+        let (fd, position) = match reader.take() {
+            Some((fd, position)) if position == at => (fd, position),
+            _ => (self.open_stream(dir, at)?.fd, at),
+        };
+        let mut buf = [MaybeUninit::<u8>::uninit(); CHUNK_BYTES];
+        let mut entries = RawDir::new(fd.as_fd(), &mut buf);
+        let mut pending = Pending::default();
+        let mut listed = 0;
+        while let Some(entry) = entries.next() {
+            let entry = entry.map_err(errno)?;
+            let entry = raw_entry(&entry);
+            listed += u64::from(!is_dot(entry.name));
+            pending.push(entry);
+            if entries.is_buffer_empty() {
+                break;
+            }
+        }
+        pending.shrink_to_fit();
+        let end = pending.last_cookie().unwrap_or(position);
+        let eof = pending.is_empty();
+        *reader = Some((fd, end));
+        Ok(Arc::new(Chunk {
+            names,
+            entries: pending,
+            end,
+            eof,
+            before,
+            listed,
+        }))
     }
 
     /// The stream cached at `key`, if it is of `dir` and the caller may read
@@ -538,9 +700,10 @@ impl LocalFs {
         fence(Ordering::SeqCst);
         // Acquire: a change counted here is visible to the stats after it.
         let own_changes = self.own_changes.load(Ordering::Acquire);
-        let generation = watches.generation(dir.fd.as_fd(), dir_key(&dir.stat))?;
+        let generations = watches.generation(dir.fd.as_fd(), dir_key(&dir.stat))?;
         Some(Vouch {
-            generation,
+            generation: generations.any,
+            names: generations.names,
             now: monotonic_secs(),
             own_changes,
         })
@@ -573,6 +736,16 @@ fn dir_key(dir: &rustix::fs::Stat) -> (u64, u64) {
     (dir.st_dev, dir.st_ino)
 }
 
+/// Where a listing's entries go, and how far it got.
+struct Out<'s> {
+    sink: &'s mut dyn FnMut(DirEntry<'_>) -> bool,
+    /// The cookie of the last entry handed out.
+    resume_at: u64,
+    /// Entries handed out from the directory's start, while counted
+    /// (`DirStream::listed`).
+    listed: Option<u64>,
+}
+
 /// How READDIRPLUS describes each entry (`LocalFs::entry_plus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Describe {
@@ -598,6 +771,8 @@ impl Describe {
 struct Vouch {
     /// The directory's watch generation, after every queued event.
     generation: NonZeroU64,
+    /// Its names generation, likewise.
+    names: NonZeroU64,
     /// `monotonic_secs` at the start of the call.
     now: u32,
     /// `LocalFs::own_changes` at the start of the call.
@@ -696,6 +871,7 @@ mod tests {
     use rustix::fs::FileType as RawType;
 
     use super::*;
+    use crate::local::dirstreams::RawEntry;
     use crate::local::LocalOptions;
     use crate::{Cred, Filesystem};
 
@@ -876,6 +1052,7 @@ mod tests {
         let known = fs.inode_handles.get(&ino).unwrap();
         let vouch = |own_changes| Vouch {
             generation: known.attrs.unwrap().generation,
+            names: known.attrs.unwrap().generation,
             now: monotonic_secs(),
             own_changes,
         };
@@ -885,6 +1062,81 @@ mod tests {
         assert!(!cached(), "a listing older than a change stores nothing");
         fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(counted)));
         assert!(cached());
+    }
+
+    /// A READDIRPLUS listing is answered from the chunks an earlier one read
+    /// (a planted entry shows it), until a name changes in the directory;
+    /// then from the kernel again.
+    #[test]
+    fn listings_share_chunks_until_a_name_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..50 {
+            std::fs::write(dir.path().join(format!("f{i}")), b"").unwrap();
+        }
+        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        if !fs.privileged() {
+            eprintln!("skipped: chunks are for privileged backends");
+            return;
+        }
+        let r = fs.root();
+        let names = || {
+            let mut names = Vec::new();
+            fs.readdir(&Cred::root(), &r, 0, [0; 8], true, &mut |e| {
+                names.push(e.name.to_vec());
+                true
+            })
+            .unwrap();
+            names.sort();
+            names
+        };
+        let first = names();
+        assert_eq!(first.len(), 52);
+        let key = (dir_key(&fs.resolve(&r).unwrap().stat), 0);
+        let start = fs.dir_chunks.get(&key).unwrap();
+        assert_eq!(start.index, 0);
+
+        // Plant a chunk with one more entry at the start.
+        let mut entries = Pending::default();
+        entries.push(RawEntry {
+            ino: 1,
+            cookie: start.chunk.entries.at(0).unwrap().unwrap().cookie,
+            name: c"planted",
+        });
+        for i in 0..start.chunk.entries.len() {
+            entries.push(start.chunk.entries.at(i).unwrap().unwrap());
+        }
+        let planted = Chunk {
+            names: start.chunk.names,
+            entries,
+            end: start.chunk.end,
+            eof: start.chunk.eof,
+            before: start.chunk.before,
+            listed: start.chunk.listed + 1,
+        };
+        let point = ResumePoint {
+            chunk: Arc::new(planted),
+            index: 0,
+        };
+        let _ = fs.dir_chunks.insert(key, point);
+        let mut expected = first.clone();
+        expected.push(b"planted".to_vec());
+        expected.sort();
+        assert_eq!(names(), expected, "answered from the planted chunk");
+
+        // A new name moves the names generation: read from the kernel.
+        std::fs::write(dir.path().join("g"), b"").unwrap();
+        let mut expected = first;
+        expected.push(b"g".to_vec());
+        expected.sort();
+        assert_eq!(names(), expected);
+        // A changed attribute does not.
+        let planted_again = fs.dir_chunks.get(&key).unwrap();
+        std::fs::write(dir.path().join("g"), b"longer").unwrap();
+        names();
+        assert!(Arc::ptr_eq(
+            &planted_again.chunk,
+            &fs.dir_chunks.get(&key).unwrap().chunk
+        ));
     }
 
     /// READDIRPLUS in pages of odd sizes (so pages stop inside a batch of

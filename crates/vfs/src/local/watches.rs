@@ -5,7 +5,10 @@
 //! had or will have, replaced whenever an event arrives for the directory.
 //! An entry's attributes are cached with the generation its directory had
 //! before they were read, and answer a listing of that directory only while
-//! the generation has not moved.
+//! the generation has not moved. A second one, the **names generation**,
+//! moves only with events that change which names the directory holds
+//! (create, delete, rename in or out, the directory's own deletion or
+//! move): what `getdents` returns is cached with it (`dirchunks.rs`).
 //!
 //! [`DirWatches::generation`] reads every queued event first. inotify queues
 //! an event inside the system call that makes the change, so every change
@@ -13,7 +16,7 @@
 //! by the time the listing looks. A change made while the listing runs may
 //! or may not show, as with any concurrent change. What inotify reports to a
 //! directory's watch, and what it does not, is in the module docs of
-//! `local` (*READDIRPLUS attributes*).
+//! `local` (*READDIRPLUS attributes and entries*).
 //!
 //! One inotify instance serves the whole process: a user may open only 128 by
 //! default, and a server may have a thousand exports. It watches at most
@@ -77,6 +80,37 @@ struct State {
 struct Watched {
     dir: DirKey,
     generation: u64,
+    names: u64,
+}
+
+/// A watched directory's generations (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Generations {
+    /// Moves with every event.
+    pub(super) any: NonZeroU64,
+    /// Moves with the events that change which names the directory holds.
+    pub(super) names: NonZeroU64,
+}
+
+impl Watched {
+    fn generations(&self) -> Option<Generations> {
+        Some(Generations {
+            any: NonZeroU64::new(self.generation)?,
+            names: NonZeroU64::new(self.names)?,
+        })
+    }
+}
+
+/// The events that change which names a directory holds.
+fn names_change(flags: ReadFlags) -> bool {
+    flags.intersects(
+        ReadFlags::CREATE
+            | ReadFlags::DELETE
+            | ReadFlags::MOVED_FROM
+            | ReadFlags::MOVED_TO
+            | ReadFlags::DELETE_SELF
+            | ReadFlags::MOVE_SELF,
+    )
 }
 
 impl State {
@@ -103,6 +137,9 @@ impl State {
         let generation = self.fresh();
         if let Some(watched) = self.by_wd.get_mut(&wd) {
             watched.generation = generation;
+            if names_change(flags) {
+                watched.names = generation;
+            }
         }
     }
 
@@ -146,11 +183,11 @@ impl DirWatches {
         })
     }
 
-    /// The current generation of the directory `dir` (open as `fd`), after
+    /// The current generations of the directory `dir` (open as `fd`), after
     /// every queued event; it is watched from now on if it was not. `None`
     /// if it cannot be watched (no permission to read it, the user's watch
     /// limit, an error reading events).
-    pub(super) fn generation(&self, fd: BorrowedFd<'_>, dir: DirKey) -> Option<NonZeroU64> {
+    pub(super) fn generation(&self, fd: BorrowedFd<'_>, dir: DirKey) -> Option<Generations> {
         // A panic under the lock leaves at worst a generation that moved too
         // often, never one that should have moved and did not: events are
         // applied as they are read.
@@ -163,11 +200,13 @@ impl DirWatches {
             let floor = state.floor;
             let fresh = state.next;
             let watched = state.by_wd.get_mut(&wd)?;
-            if watched.generation < floor {
+            // `names` never exceeds `generation`: both are retired.
+            if watched.names < floor {
                 watched.generation = fresh;
+                watched.names = fresh;
                 state.next += 1;
             }
-            return NonZeroU64::new(watched.generation);
+            return watched.generations();
         }
         if state.by_wd.len() >= state.limit {
             self.drop_oldest(state);
@@ -177,7 +216,13 @@ impl DirWatches {
         let wd = inotify::add_watch(&self.inotify, path, watch_flags()).ok()?;
         let generation = state.fresh();
         // An earlier watch of the same inode gets the same descriptor back.
-        if let Some(old) = state.by_wd.insert(wd, Watched { dir, generation }) {
+        let watched = Watched {
+            dir,
+            generation,
+            names: generation,
+        };
+        let generations = watched.generations();
+        if let Some(old) = state.by_wd.insert(wd, watched) {
             state.by_dir.remove(&old.dir);
         }
         state.by_dir.insert(dir, wd);
@@ -186,7 +231,7 @@ impl DirWatches {
             let State { order, by_dir, .. } = state;
             order.retain(|(wd, dir)| by_dir.get(dir) == Some(wd));
         }
-        NonZeroU64::new(generation)
+        generations
     }
 
     fn drop_oldest(&self, state: &mut State) {
@@ -261,7 +306,9 @@ mod tests {
         for (i, change) in changes.iter().enumerate() {
             change();
             let now = watches.generation(fd.as_fd(), key).unwrap();
-            assert_ne!(now, last, "change {i}");
+            assert_ne!(now.any, last.any, "change {i}");
+            // Only the renames change the names.
+            assert_eq!(now.names == last.names, i < 2, "change {i}");
             last = now;
         }
         // The other directory saw none of it.
@@ -297,7 +344,9 @@ mod tests {
             .lock()
             .unwrap()
             .apply(-1, ReadFlags::QUEUE_OVERFLOW);
-        assert_ne!(watches.generation(fd.as_fd(), key).unwrap(), first);
+        let now = watches.generation(fd.as_fd(), key).unwrap();
+        assert_ne!(now.any, first.any);
+        assert_ne!(now.names, first.names);
     }
 
     #[test]
