@@ -36,7 +36,12 @@ struct Shard<V, K> {
     slots: Vec<Slot<V, K>>,
     hand: usize,
     cap: usize,
+    /// `ClockCache::update`s of this shard, counted (wrapping).
+    updates: u32,
 }
+
+/// Each shard's count of updates (`ClockCache::updates`).
+pub(super) type Updates = [u32; SHARDS];
 
 struct Slot<V, K> {
     key: K,
@@ -70,6 +75,48 @@ impl<V, K: Eq> Shard<V, K> {
         let slots = &self.slots;
         let _ = self.table.insert_unique(hash, index, |&i| slots[i].hash);
     }
+
+    /// Caches `value` for `key` (hashing to `hash`), replacing any previous
+    /// value or evicting with CLOCK when full. Returns what was replaced or
+    /// evicted.
+    fn put(&mut self, hash: u64, key: K, value: V) -> Option<V> {
+        if self.cap == 0 {
+            return Some(value);
+        }
+        if let Some(index) = self.find(hash, &key) {
+            let slot = &mut self.slots[index];
+            slot.referenced = true;
+            return Some(std::mem::replace(&mut slot.value, value));
+        }
+        if self.slots.len() < self.cap {
+            let index = self.slots.len();
+            self.slots.push(Slot {
+                key,
+                hash,
+                value,
+                referenced: false,
+            });
+            self.index(hash, index);
+            return None;
+        }
+        // CLOCK: pass over recently used slots once, evict the first that is not.
+        loop {
+            let hand = self.hand % self.slots.len();
+            let slot = &mut self.slots[hand];
+            if slot.referenced {
+                slot.referenced = false;
+                self.hand = hand + 1;
+                continue;
+            }
+            let old_hash = std::mem::replace(&mut slot.hash, hash);
+            slot.key = key;
+            let old = std::mem::replace(&mut slot.value, value);
+            self.repoint(old_hash, hand, None);
+            self.index(hash, hand);
+            self.hand = hand + 1;
+            return Some(old);
+        }
+    }
 }
 
 impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
@@ -90,6 +137,7 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
                     slots: Vec::new(),
                     hand: 0,
                     cap: per_shard,
+                    updates: 0,
                 })
             })
             .collect();
@@ -129,52 +177,35 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
     /// Caches `value` for `key`, replacing any previous value. Returns what was
     /// replaced or evicted, for the caller to drop outside the lock.
     pub(super) fn insert(&self, key: K, value: V) -> Option<V> {
-        self.insert_with(key, || value)
+        let (hash, mut guard) = self.shard(&key);
+        guard.put(hash, key, value)
     }
 
-    /// [`insert`](Self::insert) of the value `make` returns, called under
-    /// the shard's lock: what it reads is ordered with what any
-    /// [`update`](Self::update) of the same key did before or does after.
-    pub(super) fn insert_with(&self, key: K, make: impl FnOnce() -> V) -> Option<V> {
+    /// [`insert`](Self::insert) of `make(updated)`, where `updated` says
+    /// whether an [`update`](Self::update) ran in `key`'s shard since
+    /// `since` was taken ([`updates`](Self::updates)). Decided under the
+    /// shard's lock, as `update` is: an update of `key` either counted
+    /// before this looked, or changes what this stores.
+    pub(super) fn insert_with(
+        &self,
+        key: K,
+        since: &Updates,
+        make: impl FnOnce(bool) -> V,
+    ) -> Option<V> {
         let (hash, mut guard) = self.shard(&key);
-        let shard = &mut *guard;
-        let value = make();
-        if shard.cap == 0 {
-            return Some(value);
+        let index = self.shard_index(hash);
+        let updated = since.get(index) != Some(&guard.updates);
+        let value = make(updated);
+        guard.put(hash, key, value)
+    }
+
+    /// How many [`update`](Self::update)s each shard has seen (wrapping).
+    pub(super) fn updates(&self) -> Updates {
+        let mut out = [0; SHARDS];
+        for (index, count) in out.iter_mut().enumerate().take(self.shards.len()) {
+            *count = self.lock_shard(index).updates;
         }
-        if let Some(index) = shard.find(hash, &key) {
-            let slot = &mut shard.slots[index];
-            slot.referenced = true;
-            return Some(std::mem::replace(&mut slot.value, value));
-        }
-        if shard.slots.len() < shard.cap {
-            let index = shard.slots.len();
-            shard.slots.push(Slot {
-                key,
-                hash,
-                value,
-                referenced: false,
-            });
-            shard.index(hash, index);
-            return None;
-        }
-        // CLOCK: pass over recently used slots once, evict the first that is not.
-        loop {
-            let hand = shard.hand % shard.slots.len();
-            let slot = &mut shard.slots[hand];
-            if slot.referenced {
-                slot.referenced = false;
-                shard.hand = hand + 1;
-                continue;
-            }
-            let old_hash = std::mem::replace(&mut slot.hash, hash);
-            slot.key = key;
-            let old = std::mem::replace(&mut slot.value, value);
-            shard.repoint(old_hash, hand, None);
-            shard.index(hash, hand);
-            shard.hand = hand + 1;
-            return Some(old);
-        }
+        out
     }
 
     /// Whether a value is cached for `key`.
@@ -183,9 +214,12 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
         shard.find(hash, key).is_some()
     }
 
-    /// Changes the value cached for `key`, if any, in place.
+    /// Changes the value cached for `key`, if any, in place, and counts an
+    /// update of its shard (see [`insert_with`](Self::insert_with)).
     pub(super) fn update(&self, key: &K, change: impl FnOnce(&mut V)) {
-        let (hash, mut shard) = self.shard(key);
+        let (hash, mut guard) = self.shard(key);
+        let shard = &mut *guard;
+        shard.updates = shard.updates.wrapping_add(1);
         if let Some(slot) = shard.find(hash, key).and_then(|i| shard.slots.get_mut(i)) {
             change(&mut slot.value);
         }
@@ -335,15 +369,29 @@ mod tests {
     }
 
     #[test]
-    fn update_changes_only_a_cached_value() {
+    fn updates_are_counted_by_shard_for_later_inserts() {
         let cache = ClockCache::new(SHARDS * 4);
-        assert_eq!(cache.insert_with(key(1), || 10), None);
+        let since = cache.updates();
+        let value = |updated: bool| if updated { 0 } else { 10 };
+        assert_eq!(cache.insert_with(key(1), &since, value), None);
+        assert_eq!(cache.get(&key(1)), Some(10));
         cache.update(&key(1), |v| *v += 1);
-        cache.update(&key(2), |v| *v += 1);
         assert_eq!(cache.get(&key(1)), Some(11));
-        assert_eq!(cache.get(&key(2)), None);
-        assert_eq!(cache.insert_with(key(1), || 20), Some(11));
-        assert_eq!(cache.get(&key(1)), Some(20));
+        // Another key of another shard: uncached, but counted there.
+        let other = (2..).map(key).find(|k| {
+            let shard = |k: &BackendHandle| cache.shard_index(cache.hasher.hash_one(k));
+            shard(k) != shard(&key(1))
+        });
+        let other = other.unwrap();
+        cache.update(&other, |v| *v += 1);
+        assert_eq!(cache.get(&other), None);
+        // Taken before the updates: key 1's shard has moved.
+        assert_eq!(cache.insert_with(key(1), &since, value), Some(11));
+        assert_eq!(cache.get(&key(1)), Some(0));
+        // Taken after them: nothing moved since.
+        let since = cache.updates();
+        assert_eq!(cache.insert_with(key(1), &since, value), Some(0));
+        assert_eq!(cache.get(&key(1)), Some(10));
     }
 
     #[test]

@@ -113,7 +113,9 @@
 //! - **rnfs's own changes.** WRITE, SETATTR and LINK through a handle drop
 //!   the inode's attributes themselves (a descriptor from
 //!   `open_by_handle_at` may not be reported to any directory), and a listing
-//!   that began before such a change stores none of what it read.
+//!   that began before such a change stores none of what it read for that
+//!   inode's shard of the cache (counts of updates per shard, no counter
+//!   shared by all writers).
 //! - **What the kernel does not report** shows once the attributes are older
 //!   than [`LocalOptions::attr_max_age`] (default 10 s, the export option
 //!   `attr_cache_max_age`; 0 turns the cache off): writes through a shared
@@ -338,8 +340,6 @@ pub struct LocalFs {
     /// Set by the first listing that may cache attributes; until then
     /// `forget_attrs` has nothing to do.
     attrs_cached: AtomicBool,
-    /// Changes rnfs made through handles (`forget_attrs`), counted.
-    own_changes: AtomicU64,
     /// `/proc/self/fd`, to re-open `O_PATH` descriptors with access.
     proc_fd: OwnedFd,
     has_openat2: bool,
@@ -554,7 +554,6 @@ impl LocalFs {
             }),
             attr_max_age: options.attr_max_age,
             attrs_cached: AtomicBool::new(false),
-            own_changes: AtomicU64::new(0),
             proc_fd,
             root: Arc::new(root),
             has_openat2,

@@ -14,7 +14,7 @@ use std::time::{Instant, SystemTime};
 use rustix::fs::{self as rfs, AtFlags, OFlags, RawDir, SeekFrom};
 use rustix::io::Errno;
 
-use super::cache::MAX_BATCH;
+use super::cache::{Updates, MAX_BATCH};
 use super::dirchunks::{Chunk, ResumePoint, CHUNK_BYTES};
 use super::dirstreams::{self, DirStream, Pending, RawEntry, StreamKey, WAYS};
 use super::watches::DirWatches;
@@ -667,20 +667,27 @@ impl LocalFs {
         attr: &Attr,
         vouch: Option<Vouch>,
     ) {
-        let cacheable = vouch.filter(|_| attrs_cacheable(attr));
-        let make = || InodeHandle {
+        let known = |attrs| InodeHandle {
             handle,
             ctime: InodeHandle::ctime_of(stat),
-            // Under the shard's lock: either `forget_attrs` of this inode
-            // counted its change before this reads `own_changes`, or it takes
-            // the lock after this and drops what this stores. Relaxed is
-            // enough: the lock orders the two.
-            attrs: cacheable
-                .filter(|vouch| self.own_changes.load(Ordering::Relaxed) == vouch.own_changes)
-                .map(|vouch| CachedAttrs::new(attr, &vouch)),
+            attrs,
         };
-        // What this replaces or evicts is plain data.
-        let _replaced = self.inode_handles.insert_with(ino, make);
+        // What these replace or evict is plain data.
+        match vouch.filter(|_| attrs_cacheable(attr)) {
+            // Under the shard's lock: either `forget_attrs` of this inode
+            // counted its update before this looks, or it takes the lock
+            // after this and drops what this stores.
+            Some(vouch) => {
+                let _replaced = self
+                    .inode_handles
+                    .insert_with(ino, &vouch.updates, |updated| {
+                        known((!updated).then(|| CachedAttrs::new(attr, &vouch)))
+                    });
+            }
+            None => {
+                let _replaced = self.inode_handles.insert(ino, known(None));
+            }
+        }
     }
 
     /// What vouches for cached attributes in a READDIRPLUS of `dir`, taken
@@ -698,28 +705,30 @@ impl LocalFs {
         // sides): either that call sees `attrs_cached` and counts its change,
         // or its change is complete before this call's stats.
         fence(Ordering::SeqCst);
-        // Acquire: a change counted here is visible to the stats after it.
-        let own_changes = self.own_changes.load(Ordering::Acquire);
+        // Taken under each shard's lock: a change counted here is visible
+        // to the stats after it (the change came before its update's lock).
+        let updates = self.inode_handles.updates();
         let generations = watches.generation(dir.fd.as_fd(), dir_key(&dir.stat))?;
         Some(Vouch {
             generation: generations.any,
             names: generations.names,
             now: monotonic_secs(),
-            own_changes,
+            updates,
         })
     }
 
     /// Drops the cached attributes of inode `ino`, which rnfs just changed
-    /// through a handle (see `entry_plus_by_name`). Costs a fence and a load
-    /// until a listing has cached attributes.
+    /// through a handle (see `entry_plus_by_name`), and counts the update in
+    /// its shard of `inode_handles`, so that a listing whose stats may
+    /// predate the change stores none of them (`remember_inode`): one shard
+    /// lock, no state shared by all writers. Costs a fence and a load until
+    /// a listing has cached attributes.
     pub(super) fn forget_attrs(&self, ino: u64) {
         // See `vouch`.
         fence(Ordering::SeqCst);
         if !self.attrs_cached.load(Ordering::Relaxed) {
             return;
         }
-        // Release: a listing that reads this count sees the change.
-        self.own_changes.fetch_add(1, Ordering::Release);
         self.inode_handles.update(&ino, |known| known.attrs = None);
     }
 }
@@ -775,8 +784,9 @@ struct Vouch {
     names: NonZeroU64,
     /// `monotonic_secs` at the start of the call.
     now: u32,
-    /// `LocalFs::own_changes` at the start of the call.
-    own_changes: u64,
+    /// `inode_handles`' updates by shard at the start of the call: rnfs's
+    /// own changes (`LocalFs::forget_attrs`).
+    updates: Updates,
 }
 
 /// Seconds since the first call, on the monotonic clock.
@@ -1047,20 +1057,22 @@ mod tests {
         list();
         assert!(cached());
 
-        let stat = rfs::statat(&*fs.root, "a", AtFlags::SYMLINK_NOFOLLOW).unwrap();
-        let attr = fs.attr(&stat);
         let known = fs.inode_handles.get(&ino).unwrap();
-        let vouch = |own_changes| Vouch {
+        let vouch = |updates| Vouch {
             generation: known.attrs.unwrap().generation,
             names: known.attrs.unwrap().generation,
             now: monotonic_secs(),
-            own_changes,
+            updates,
         };
-        let counted = fs.own_changes.load(Ordering::Relaxed);
-        assert!(counted > 0);
-        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(counted - 1)));
+        let before = fs.inode_handles.updates();
+        fs.write(&Cred::root(), &fh, 0, b"c", crate::Stability::Unstable)
+            .unwrap();
+        let after = fs.inode_handles.updates();
+        let stat = rfs::statat(&*fs.root, "a", AtFlags::SYMLINK_NOFOLLOW).unwrap();
+        let attr = fs.attr(&stat);
+        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(before)));
         assert!(!cached(), "a listing older than a change stores nothing");
-        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(counted)));
+        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(after)));
         assert!(cached());
     }
 
