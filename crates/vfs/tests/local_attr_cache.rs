@@ -345,8 +345,9 @@ fn names_changing_between_pages() {
         return;
     };
     let r = fs.root();
-    // Twice, so that the second listing runs on cached chunks.
-    for round in 0..2 {
+    // Twice each, so that the second listing runs on cached chunks; with
+    // and without attributes (READDIRPLUS and READDIR).
+    for (round, plus) in [(0, true), (1, true), (2, false), (3, false)] {
         assert_listing_is_current(&fs, dir.path(), "before");
         let mut seen = HashMap::<Vec<u8>, usize>::new();
         let mut cookie = 0;
@@ -355,7 +356,7 @@ fn names_changing_between_pages() {
         loop {
             let mut taken = 0;
             let end = fs
-                .readdir(&root(), &r, cookie, [0; 8], true, &mut |e| {
+                .readdir(&root(), &r, cookie, [0; 8], plus, &mut |e| {
                     if taken == 13 {
                         return false;
                     }

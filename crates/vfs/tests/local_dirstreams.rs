@@ -1,7 +1,10 @@
-//! READDIR and READDIRPLUS resumed from cached directory streams give what a
-//! fresh descriptor per call gives (`dir_streams: 0`): in order, out of order,
+//! READDIR and READDIRPLUS resumed from cached `getdents` chunks and from
+//! cached directory streams give what a fresh descriptor per call gives
+//! (`dir_streams: 0`, `attr_max_age: 0`): in order, out of order,
 //! interleaved, across changes, for another caller (who must be allowed to
 //! read the directory) and for a directory replaced under the same name.
+//! Each case runs with the defaults (chunks, and streams where chunks have
+//! no resume point) and with streams alone (`attr_max_age: 0`).
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,13 +44,32 @@ fn settle() {
     std::thread::sleep(std::time::Duration::from_millis(100));
 }
 
-fn cached(dir: &Path) -> LocalFs {
-    LocalFs::open(dir, LocalOptions::default()).unwrap()
+/// Which caches a backend lists with.
+#[derive(Debug, Clone, Copy)]
+enum Cached {
+    /// The defaults: chunks, and streams where chunks have no resume point.
+    Chunks,
+    /// Streams alone.
+    Streams,
+}
+
+const MODES: [Cached; 2] = [Cached::Chunks, Cached::Streams];
+
+fn cached(dir: &Path, mode: Cached) -> LocalFs {
+    let options = match mode {
+        Cached::Chunks => LocalOptions::default(),
+        Cached::Streams => LocalOptions {
+            attr_max_age: 0,
+            ..LocalOptions::default()
+        },
+    };
+    LocalFs::open(dir, options).unwrap()
 }
 
 fn uncached(dir: &Path) -> LocalFs {
     let options = LocalOptions {
         dir_streams: 0,
+        attr_max_age: 0,
         ..LocalOptions::default()
     };
     LocalFs::open(dir, options).unwrap()
@@ -118,7 +140,8 @@ fn check_complete(listing: &[Entry], count: usize) {
 
 struct Big {
     _dir: TempDir,
-    on: LocalFs,
+    /// One backend per mode of `MODES`.
+    on: [LocalFs; 2],
     off: LocalFs,
     d: BackendHandle,
 }
@@ -126,9 +149,9 @@ struct Big {
 fn big() -> Big {
     let dir = export();
     populate(&dir.path().join("d"), "f", ENTRIES);
-    let on = cached(dir.path());
+    let on = MODES.map(|mode| cached(dir.path(), mode));
     let off = uncached(dir.path());
-    let d = on.lookup(&Cred::root(), &on.root(), b"d").unwrap().0;
+    let d = on[0].lookup(&Cred::root(), &on[0].root(), b"d").unwrap().0;
     assert_eq!(off.lookup(&Cred::root(), &off.root(), b"d").unwrap().0, d);
     Big {
         _dir: dir,
@@ -142,23 +165,22 @@ fn big() -> Big {
 fn in_order_the_same_with_and_without_the_cache() {
     let b = big();
     let root = Cred::root();
-    for plus in [false, true] {
+    for (plus, on) in [false, true]
+        .into_iter()
+        .flat_map(|p| b.on.iter().map(move |on| (p, on)))
+    {
         let reference = pages(&b.off, &root, &b.d, PAGE, plus);
         check_complete(&flat(&reference), ENTRIES);
         assert!(reference.len() > ENTRIES / PAGE);
         // Twice: the second listing starts where cached streams may linger.
         for _ in 0..2 {
-            assert_eq!(
-                pages(&b.on, &root, &b.d, PAGE, plus),
-                reference,
-                "plus {plus}"
-            );
+            assert_eq!(pages(on, &root, &b.d, PAGE, plus), reference, "plus {plus}");
         }
         // Pages of 1 (every call served from what the previous one read) and
         // of 700 (several buffers per call).
         for take in [1, 700] {
             let off = flat(&pages(&b.off, &root, &b.d, take, plus));
-            assert_eq!(flat(&pages(&b.on, &root, &b.d, take, plus)), off);
+            assert_eq!(flat(&pages(on, &root, &b.d, take, plus)), off);
             assert_eq!(off, flat(&reference));
         }
     }
@@ -168,7 +190,10 @@ fn in_order_the_same_with_and_without_the_cache() {
 fn out_of_order_pages_are_the_pages_at_their_cookies() {
     let b = big();
     let root = Cred::root();
-    for plus in [false, true] {
+    for (plus, on) in [false, true]
+        .into_iter()
+        .flat_map(|p| b.on.iter().map(move |on| (p, on)))
+    {
         let reference = pages(&b.off, &root, &b.d, PAGE, plus);
         let n = reference.len();
         // 3, 1, 4, 2: 4 and 2 resume where 3 and 1 stopped; then the rest,
@@ -179,7 +204,7 @@ fn out_of_order_pages_are_the_pages_at_their_cookies() {
         order.push(0);
         for i in order {
             let (start, want) = &reference[i];
-            let (got, eof) = page(&b.on, &root, &b.d, *start, PAGE, plus).unwrap();
+            let (got, eof) = page(on, &root, &b.d, *start, PAGE, plus).unwrap();
             assert_eq!(&got, want, "page {i}, plus {plus}");
             assert_eq!(eof, i == n - 1);
         }
@@ -187,10 +212,7 @@ fn out_of_order_pages_are_the_pages_at_their_cookies() {
         // cookie, the second opens afresh.
         let (start, want) = &reference[7];
         for _ in 0..2 {
-            assert_eq!(
-                &page(&b.on, &root, &b.d, *start, PAGE, plus).unwrap().0,
-                want
-            );
+            assert_eq!(&page(on, &root, &b.d, *start, PAGE, plus).unwrap().0, want);
         }
     }
 }
@@ -199,7 +221,10 @@ fn out_of_order_pages_are_the_pages_at_their_cookies() {
 fn interleaved_listings_of_one_directory() {
     let b = big();
     let root = Cred::root();
-    for plus in [false, true] {
+    for (plus, on) in [false, true]
+        .into_iter()
+        .flat_map(|p| b.on.iter().map(move |on| (p, on)))
+    {
         let reference = flat(&pages(&b.off, &root, &b.d, PAGE, plus));
         // Same page size (both listings stop at the same cookies and
         // take each other's streams), then different sizes.
@@ -211,7 +236,7 @@ fn interleaved_listings_of_one_directory() {
                     if state.2 {
                         continue;
                     }
-                    let (got, eof) = page(&b.on, &root, &b.d, state.0, take, plus).unwrap();
+                    let (got, eof) = page(on, &root, &b.d, state.0, take, plus).unwrap();
                     state.0 = got.last().map_or(state.0, |e| e.1);
                     state.1.extend(got);
                     state.2 = eof;
@@ -225,11 +250,14 @@ fn interleaved_listings_of_one_directory() {
 
 #[test]
 fn resumed_after_changes_lists_every_unchanged_entry_once() {
-    for plus in [false, true] {
+    for (plus, mode) in [false, true]
+        .into_iter()
+        .flat_map(|p| MODES.map(|m| (p, m)))
+    {
         let dir = export();
         let d_path = dir.path().join("d");
         populate(&d_path, "f", ENTRIES);
-        let fs = cached(dir.path());
+        let fs = cached(dir.path(), mode);
         let root = Cred::root();
         let d = fs.lookup(&root, &fs.root(), b"d").unwrap().0;
 
@@ -308,7 +336,18 @@ fn another_caller_resumes_only_if_it_may_read_the_directory() {
         populate(&path, "f", 500);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
-    let fs = cached(dir.path());
+    for mode in MODES {
+        another_caller_in(&dir, mode);
+    }
+}
+
+fn another_caller_in(dir: &TempDir, mode: Cached) {
+    for name in ["private", "public"] {
+        let path = dir.path().join(name);
+        let bits = if name == "private" { 0o700 } else { 0o755 };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(bits)).unwrap();
+    }
+    let fs = cached(dir.path(), mode);
     let off = uncached(dir.path());
     let root = Cred::root();
     let private = fs.lookup(&root, &fs.root(), b"private").unwrap().0;
@@ -356,12 +395,19 @@ fn a_directory_replaced_under_its_name_lists_its_own_entries() {
     let dir = export();
     let d_path = dir.path().join("d");
     populate(&d_path, "a", 1000);
-    let fs = cached(dir.path());
     let off = uncached(dir.path());
     let root = Cred::root();
-    for (plus, prefix) in [(false, "b"), (true, "c")] {
+    let fs_of = MODES.map(|mode| cached(dir.path(), mode));
+    let cases = [
+        (false, "b", 0),
+        (true, "c", 0),
+        (false, "d", 1),
+        (true, "e", 1),
+    ];
+    for (plus, prefix, mode) in cases {
+        let fs = &fs_of[mode];
         let old = fs.lookup(&root, &fs.root(), b"d").unwrap().0;
-        let (first, _) = page(&fs, &root, &old, 0, PAGE, plus).unwrap();
+        let (first, _) = page(fs, &root, &old, 0, PAGE, plus).unwrap();
         let cookie = first.last().unwrap().1;
 
         std::fs::remove_dir_all(&d_path).unwrap();
@@ -369,15 +415,15 @@ fn a_directory_replaced_under_its_name_lists_its_own_entries() {
         let new = fs.lookup(&root, &fs.root(), b"d").unwrap().0;
         assert_ne!(new, old);
         assert_eq!(
-            page(&fs, &root, &old, cookie, PAGE, plus).unwrap_err(),
+            page(fs, &root, &old, cookie, PAGE, plus).unwrap_err(),
             FsError::Stale
         );
         // The old cookie, as a position in the new directory: what a fresh
         // descriptor reads there, nothing of the old directory's.
-        let (got, _) = page(&fs, &root, &new, cookie, PAGE, plus).unwrap();
+        let (got, _) = page(fs, &root, &new, cookie, PAGE, plus).unwrap();
         let (want, _) = page(&off, &root, &new, cookie, PAGE, plus).unwrap();
         assert_eq!(got, want, "plus {plus}");
-        let whole = flat(&pages(&fs, &root, &new, PAGE, plus));
+        let whole = flat(&pages(fs, &root, &new, PAGE, plus));
         assert_eq!(whole, flat(&pages(&off, &root, &new, PAGE, plus)));
         check_complete(&whole, 1000);
         for (name, ..) in got.iter().chain(&whole[2..]) {
@@ -397,7 +443,7 @@ fn unprivileged_backend_lists_the_same() {
     std::thread::scope(|s| {
         s.spawn(|| {
             identity::switch_to(&user()).unwrap();
-            let on = cached(dir.path());
+            let on = cached(dir.path(), Cached::Chunks);
             let off = uncached(dir.path());
             assert!(!on.privileged());
             for plus in [false, true] {

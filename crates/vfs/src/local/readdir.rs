@@ -107,8 +107,9 @@ impl LocalFs {
         let describe = if !self.privileged() {
             Describe::FromDescriptor
         } else if self.inode_handles_fit(&dir.stat) {
+            // READDIR too: it may list from cached chunks.
             Describe::ByNameRemembering {
-                vouch: if plus { self.vouch(dir) } else { None },
+                vouch: self.vouch(dir),
             }
         } else {
             Describe::ByName
@@ -290,7 +291,7 @@ impl LocalFs {
         }
     }
 
-    /// READDIRPLUS of `dir` from `position` out of cached chunks
+    /// READDIR(PLUS) of `dir` from `position` out of cached chunks
     /// (`dirchunks.rs`), reading and caching those missing; `None` if
     /// `position` has no resume point (the caller then reads from the
     /// kernel), or the caller may not read `dir` now.
@@ -896,7 +897,12 @@ mod tests {
         }
         // Streams of a directory changed in the last few ms are not kept.
         std::thread::sleep(std::time::Duration::from_millis(100));
-        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        // Streams serve what the cached chunks do not: none here.
+        let options = LocalOptions {
+            attr_max_age: 0,
+            ..LocalOptions::default()
+        };
+        let fs = LocalFs::open(dir.path(), options).unwrap();
         let root = fs.root();
         let page = |cookie: u64, take: usize| {
             let (mut got, mut last) = (0, cookie);
