@@ -982,20 +982,29 @@ mod tests {
 
     const REMEMBER: Describe = Describe::ByNameRemembering { vouch: None };
 
-    /// A described inode's handle is remembered with its `ctime`: the next
-    /// description takes it from there while the `ctime` matches (a planted
-    /// handle shows the cache is read), and any change to the inode makes it
-    /// take the handle afresh.
-    #[test]
-    fn inode_handles_hold_while_the_ctime_vouches_for_them() {
+    /// An export holding one file, `a`, and its privileged backend (`None`,
+    /// skipped, without the privilege the by-name path needs).
+    fn one_file_export() -> Option<(tempfile::TempDir, std::path::PathBuf, LocalFs)> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a");
         std::fs::write(&path, b"a").unwrap();
         let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
         if !fs.privileged() {
             eprintln!("skipped: the by-name path is for privileged backends");
-            return;
+            return None;
         }
+        Some((dir, path, fs))
+    }
+
+    /// A described inode's handle is remembered with its `ctime`: the next
+    /// description takes it from there while the `ctime` matches (a planted
+    /// handle shows the cache is read), and any change to the inode makes it
+    /// take the handle afresh.
+    #[test]
+    fn inode_handles_hold_while_the_ctime_vouches_for_them() {
+        let Some((dir, path, fs)) = one_file_export() else {
+            return;
+        };
         let dir_fd = rfs::open(
             dir.path(),
             OFlags::RDONLY | OFlags::DIRECTORY,
@@ -1035,18 +1044,13 @@ mod tests {
 
     /// rnfs's own change through a handle drops the inode's cached
     /// attributes, whether or not the kernel tells its directory's watch;
-    /// and a listing that read `own_changes` before such a change stores
-    /// none of the attributes it read.
+    /// and a listing that took the cache's update counts before such a
+    /// change stores none of the attributes it read.
     #[test]
     fn own_changes_drop_cached_attributes_and_outrun_listings() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a");
-        std::fs::write(&path, b"a").unwrap();
-        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
-        if !fs.privileged() {
-            eprintln!("skipped: the by-name path is for privileged backends");
+        let Some((_dir, path, fs)) = one_file_export() else {
             return;
-        }
+        };
         let r = fs.root();
         let ino = std::fs::symlink_metadata(&path).unwrap().ino();
         let cached = || fs.inode_handles.get(&ino).unwrap().attrs.is_some();
