@@ -5,24 +5,29 @@
 # (stat, statvfs, unlink; libnfs-utils 4.0 ships no stat tool).
 #
 #   libnfs.sh --server-port P [--mount-port M] --export PATH
-#             [--export-dir HOSTDIR] [--nfs-stat BIN] [--big-mib N]
+#             [--export-dir HOSTDIR [--host-changes]] [--nfs-stat BIN] [--big-mib N]
 #
 # --export-dir: the host directory behind the export; when given, files the
-# server wrote are also compared there. --nfs-stat: prebuilt nfs-stat (else it
-# is compiled from tools/nfs-stat.c into a temp dir). Prints one line per
-# check, ends with "N passed, N failed", exits 1 if any check failed.
+# server wrote are also compared there. --host-changes (with --export-dir):
+# also change files on the host, outside NFS, and check that the very next
+# nfs-ls (READDIRPLUS) shows each change; rnfs promises that (its listing
+# caches follow inotify), nfs-ganesha's metadata cache does not (it expires).
+# --nfs-stat: prebuilt nfs-stat (else it is compiled from tools/nfs-stat.c
+# into a temp dir). Prints one line per check, ends with "N passed, N
+# failed", exits 1 if any check failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-port="" mport="" export_path="" export_dir="" nfs_stat="" big_mib=20
+port="" mport="" export_path="" export_dir="" nfs_stat="" big_mib=20 host_changes=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --server-port) port=$2; shift 2 ;;
     --mount-port) mport=$2; shift 2 ;;
     --export) export_path=$2; shift 2 ;;
     --export-dir) export_dir=$2; shift 2 ;;
+    --host-changes) host_changes=1; shift ;;
     --nfs-stat) nfs_stat=$2; shift 2 ;;
     --big-mib) big_mib=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "libnfs.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -94,6 +99,24 @@ for n in $names; do
   eq "nfs-ls lists $n with its size" "$(echo "$listing" | awk -v f="$tag-$n" '$NF == f { print $5 }')" "$(stat -c %s "$work/$n")"
 done
 eq "nfs-ls -s summary" "$(nfs-ls -s "$root_url" 2>&1 | grep -c 'bytes free')" "1"
+
+# Changes made on the host show in the very next listing, after listings the
+# server may answer from its caches.
+if [ "$host_changes" = 1 ] && [ -n "$export_dir" ]; then
+  f="$tag-host"
+  ls_field() { nfs-ls "$root_url" 2>&1 | awk -v f="$1" -v n="$2" '$NF == f { print $n }'; }
+  printf 'x' > "$export_dir/$f"
+  eq "a file made on the host is listed" "$(ls_field "$f" 5)" "1"
+  eq "and listed again" "$(ls_field "$f" 5)" "1"
+  head -c 4321 /dev/zero >> "$export_dir/$f"
+  eq "a host append shows in the next nfs-ls" "$(ls_field "$f" 5)" "4322"
+  chmod 600 "$export_dir/$f"
+  eq "a host chmod shows in the next nfs-ls" "$(ls_field "$f" 1)" "-rw-------"
+  mv "$export_dir/$f" "$export_dir/$f-moved"
+  eq "a host rename shows in the next nfs-ls" "$(ls_field "$f" 5)/$(ls_field "$f-moved" 5)" "/4322"
+  rm "$export_dir/$f-moved"
+  eq "a host removal shows in the next nfs-ls" "$(ls_field "$f-moved" 5)" ""
+fi
 
 # statvfs (FSSTAT) and errors.
 sv=$("$nfs_stat" -f "$(url "$tag-text")" 2>&1)

@@ -145,7 +145,8 @@ say "server: $server on 127.0.0.1 NFS port $port, MOUNT port $mport, export $exp
 if want libnfs || want client || want smoke || want integrity || want bigdir || want untar; then
   if start_server; then
     want libnfs && run_step libnfs "$here/libnfs.sh" --server-port "$port" --mount-port "$mport" \
-      --export "$mount_path" --export-dir "$export_dir" --nfs-stat "$work/nfs-stat" --big-mib "$big_mib"
+      --export "$mount_path" --export-dir "$export_dir" --nfs-stat "$work/nfs-stat" --big-mib "$big_mib" \
+      $([ "$server" = rnfs ] && echo --host-changes)
     # The client library's own suite (crates/client/tests), pointed at this server.
     want client && run_step client env \
       RNFS_TEST_SERVER_URL="nfs://127.0.0.1:$port$mount_path?mountport=$mport" \
