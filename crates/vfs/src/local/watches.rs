@@ -158,13 +158,18 @@ impl State {
 }
 
 impl DirWatches {
-    /// The process's watches; `None` where inotify is unavailable (then
-    /// nothing is cached).
+    /// The process's watches; `None` while inotify is unavailable (then
+    /// nothing is cached). A failure is not remembered: a shortage of
+    /// descriptors or of the user's 128 instances may pass, and the next
+    /// listing tries again (one failing `inotify_init1`).
     pub(super) fn get() -> Option<&'static DirWatches> {
-        static WATCHES: OnceLock<Option<DirWatches>> = OnceLock::new();
-        WATCHES
-            .get_or_init(|| DirWatches::new(MAX_WATCHED).ok())
-            .as_ref()
+        static WATCHES: OnceLock<DirWatches> = OnceLock::new();
+        if let Some(watches) = WATCHES.get() {
+            return Some(watches);
+        }
+        let fresh = DirWatches::new(MAX_WATCHED).ok()?;
+        // Two first listings may race: one instance stays, the other closes.
+        Some(WATCHES.get_or_init(|| fresh))
     }
 
     fn new(limit: usize) -> rustix::io::Result<Self> {
