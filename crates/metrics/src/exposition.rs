@@ -392,7 +392,15 @@ fn exports(out: &mut Families, s: &StatsSnapshot) {
         s.exports.iter().map(|e| {
             (
                 e.mount_path.as_str(),
-                [e.calls, e.bytes_read, e.bytes_written],
+                [
+                    e.calls,
+                    e.bytes_read,
+                    e.bytes_written,
+                    e.listing_attrs_cached,
+                    e.listing_attrs_read,
+                    e.listing_chunk_calls,
+                    e.listing_chunks_read,
+                ],
             )
         }),
         MAX_EXPORT_SERIES,
@@ -417,6 +425,26 @@ fn exports(out: &mut Families, s: &StatsSnapshot) {
         "rnfs_export_written_bytes_total",
         "WRITE bytes per export.",
         counters(2),
+    );
+    out.counter(
+        "rnfs_export_readdirplus_cached_attrs_total",
+        "READDIRPLUS entries answered from cached attributes, per export.",
+        counters(3),
+    );
+    out.counter(
+        "rnfs_export_readdirplus_read_attrs_total",
+        "READDIRPLUS entries whose attributes were read from the file system, per export.",
+        counters(4),
+    );
+    out.counter(
+        "rnfs_export_cached_listings_total",
+        "READDIR and READDIRPLUS calls answered from cached getdents chunks, per export.",
+        counters(5),
+    );
+    out.counter(
+        "rnfs_export_listing_chunks_read_total",
+        "getdents chunks read into the listing cache, per export.",
+        counters(6),
     );
 }
 

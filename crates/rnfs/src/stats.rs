@@ -442,6 +442,10 @@ fn render_exports(out: &mut String, s: &StatsSnapshot) {
                 e.calls.to_string(),
                 human_bytes(e.bytes_read as f64),
                 human_bytes(e.bytes_written as f64),
+                percent(
+                    e.listing_attrs_cached,
+                    e.listing_attrs_cached + e.listing_attrs_read,
+                ),
                 e.path.clone(),
             ]
         })
@@ -455,9 +459,10 @@ fn render_exports(out: &mut String, s: &StatsSnapshot) {
                 "CALLS",
                 "READ",
                 "WRITTEN",
+                "LISTED FROM CACHE",
                 "PATH",
             ],
-            &[false, true, false, true, true, true, false],
+            &[false, true, false, true, true, true, true, false],
             &rows,
         ));
     }

@@ -227,4 +227,10 @@ pub trait Filesystem: Send + Sync + std::fmt::Debug {
 
     /// The write verifier: changes whenever uncommitted writes may have been lost.
     fn write_verifier(&self) -> WriteVerifier;
+
+    /// What the backend's listing caches did since it opened. The default
+    /// has no caches.
+    fn listing_stats(&self) -> ListingStats {
+        ListingStats::default()
+    }
 }

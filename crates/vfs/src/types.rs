@@ -365,3 +365,18 @@ pub mod access {
     /// Every bit.
     pub const ALL: u32 = 0x3f;
 }
+
+/// What a backend's directory listing caches did since it opened
+/// ([`Filesystem::listing_stats`](crate::Filesystem::listing_stats)); all
+/// zero for a backend without them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListingStats {
+    /// READDIRPLUS entries answered from cached attributes.
+    pub attrs_cached: u64,
+    /// READDIRPLUS entries whose attributes were read from the file system.
+    pub attrs_read: u64,
+    /// READDIR and READDIRPLUS calls answered from cached `getdents` chunks.
+    pub chunk_calls: u64,
+    /// `getdents` chunks read into the cache.
+    pub chunks_read: u64,
+}

@@ -436,3 +436,37 @@ fn cached_chunks_answer_only_callers_who_may_read() {
         });
     });
 }
+
+/// `listing_stats` counts what the caches answered and what was read.
+#[test]
+fn listing_stats_count_what_the_caches_answered() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path());
+    let Some(fs) = backend(dir.path(), 3600) else {
+        return;
+    };
+    let r = fs.root();
+    assert_eq!(fs.listing_stats(), rnfs_vfs::ListingStats::default());
+    // 20 files, a symlink and a directory, in pages of 7: 4 calls. An entry
+    // a full reply refused is described again by the next call, from the
+    // cache if it can be.
+    let _ = list(&fs, &r);
+    let first = fs.listing_stats();
+    assert!((22..=25).contains(&first.attrs_read), "{first:?}");
+    assert!(first.chunks_read >= 1);
+    let _ = list(&fs, &r);
+    let second = fs.listing_stats();
+    // The 21 non-directories with one link come from the cache; the
+    // directory is read.
+    assert!(second.attrs_cached - first.attrs_cached >= 21, "{second:?}");
+    assert!((1..=2).contains(&(second.attrs_read - first.attrs_read)));
+    assert_eq!(second.chunks_read, first.chunks_read);
+    assert_eq!(second.chunk_calls - first.chunk_calls, 4);
+    // A change retires the directory's attributes: all read again.
+    std::fs::write(dir.path().join("f1"), b"changed").unwrap();
+    let _ = list(&fs, &r);
+    let third = fs.listing_stats();
+    assert!(third.attrs_read - second.attrs_read >= 22, "{third:?}");
+    assert!(third.attrs_cached - second.attrs_cached <= 3);
+}

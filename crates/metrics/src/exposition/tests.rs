@@ -315,6 +315,10 @@ fn sample_snapshot() -> StatsSnapshot {
             calls: 59,
             bytes_read: 1 << 20,
             bytes_written: 4096,
+            listing_attrs_cached: 830,
+            listing_attrs_read: 170,
+            listing_chunk_calls: 6,
+            listing_chunks_read: 4,
         }],
         drc: Some(DrcSnapshot {
             hits: 2,

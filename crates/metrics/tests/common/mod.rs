@@ -156,6 +156,10 @@ pub(crate) fn snapshot_at(tick: u64) -> StatsSnapshot {
             calls,
             bytes_read,
             bytes_written,
+            listing_attrs_cached: tick * 170,
+            listing_attrs_read: tick * 2,
+            listing_chunk_calls: tick,
+            listing_chunks_read: 4,
         }],
         drc: Some(DrcSnapshot {
             hits: tick,

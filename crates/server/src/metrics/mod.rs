@@ -151,6 +151,7 @@ impl Metrics {
                     .iter()
                     .map(|e| {
                         let t = totals.exports.get(&e.id).copied().unwrap_or_default();
+                        let listing = e.fs.listing_stats();
                         ExportSnapshot {
                             id: e.id,
                             mount_path: e.mount_path.clone(),
@@ -166,6 +167,10 @@ impl Metrics {
                             calls: t.calls,
                             bytes_read: t.bytes_read,
                             bytes_written: t.bytes_written,
+                            listing_attrs_cached: listing.attrs_cached,
+                            listing_attrs_read: listing.attrs_read,
+                            listing_chunk_calls: listing.chunk_calls,
+                            listing_chunks_read: listing.chunks_read,
                         }
                     })
                     .collect()

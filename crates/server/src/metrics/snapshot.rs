@@ -181,6 +181,14 @@ pub struct ExportSnapshot {
     pub bytes_read: u64,
     /// WRITE bytes.
     pub bytes_written: u64,
+    /// READDIRPLUS entries answered from cached attributes.
+    pub listing_attrs_cached: u64,
+    /// READDIRPLUS entries whose attributes were read from the file system.
+    pub listing_attrs_read: u64,
+    /// READDIR and READDIRPLUS calls answered from cached `getdents` chunks.
+    pub listing_chunk_calls: u64,
+    /// `getdents` chunks read into the listing cache.
+    pub listing_chunks_read: u64,
 }
 
 /// Duplicate request cache figures.

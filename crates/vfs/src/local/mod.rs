@@ -337,6 +337,8 @@ pub struct LocalFs {
     dir_chunks: ClockCache<dirchunks::ResumePoint, dirchunks::ResumeKey>,
     /// `LocalOptions::attr_max_age`.
     attr_max_age: u32,
+    /// What listings took from the caches (`Filesystem::listing_stats`).
+    listing: readdir::ListingCounters,
     /// Set by the first listing that may cache attributes; until then
     /// `forget_attrs` has nothing to do.
     attrs_cached: AtomicBool,
@@ -553,6 +555,7 @@ impl LocalFs {
                 0
             }),
             attr_max_age: options.attr_max_age,
+            listing: readdir::ListingCounters::default(),
             attrs_cached: AtomicBool::new(false),
             proc_fd,
             root: Arc::new(root),

@@ -15,8 +15,8 @@ use super::{errno, sys, LocalFs, Node, NodeFd, OpenFile};
 use crate::names::{check_lookup_name, check_name};
 use crate::{
     access, Attr, BackendHandle, CookieVerifier, CreateHow, Created, Cred, DirEntry, FileType,
-    Filesystem, FsError, FsInfo, FsResult, FsStat, ReadOk, ReaddirEnd, SetAttr, SetTime,
-    SpecialNode, Stability, Time, Wcc, WccAttr, WriteOk, WriteVerifier,
+    Filesystem, FsError, FsInfo, FsResult, FsStat, ListingStats, ReadOk, ReaddirEnd, SetAttr,
+    SetTime, SpecialNode, Stability, Time, Wcc, WccAttr, WriteOk, WriteVerifier,
 };
 
 /// Largest READ served in one call, whatever the caller asks.
@@ -893,6 +893,10 @@ impl Filesystem for LocalFs {
 
     fn write_verifier(&self) -> WriteVerifier {
         self.verifier.load(Ordering::Relaxed).to_ne_bytes()
+    }
+
+    fn listing_stats(&self) -> ListingStats {
+        self.listing.stats()
     }
 }
 

@@ -2,11 +2,12 @@
 //! docs: `.` and `..` first with tagged cookies, then the kernel's entries with
 //! their own `d_off`.
 
+use std::cell::Cell;
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::num::NonZeroU64;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
@@ -19,7 +20,9 @@ use super::dirchunks::{Chunk, ResumePoint, CHUNK_BYTES};
 use super::dirstreams::{self, DirStream, Pending, RawEntry, StreamKey, WAYS};
 use super::watches::DirWatches;
 use super::{errno, handle, sys, time, LocalFs, Node};
-use crate::{Attr, BackendHandle, CookieVerifier, DirEntry, FileType, FsError, FsResult, Time};
+use crate::{
+    Attr, BackendHandle, CookieVerifier, DirEntry, FileType, FsError, FsResult, ListingStats, Time,
+};
 
 /// The cookie verifier: cookies are positions the file system keeps stable, so
 /// there is nothing to verify (knfsd sends zeros for these file systems too).
@@ -62,6 +65,8 @@ impl LocalFs {
         plus: bool,
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> FsResult<bool> {
+        // Counted in this thread while the call runs, added up at its end.
+        let _tally = TallyGuard::start(self);
         let (dot, dotdot, position) = match cookie {
             0 => (true, true, 0),
             AFTER_DOT => (false, true, 0),
@@ -316,6 +321,7 @@ impl LocalFs {
         if sys::access_fd(dir.fd.as_fd(), libc::R_OK).is_err() {
             return Ok(None);
         }
+        tally(|t| t.chunk_calls += 1);
         let mut out = Out {
             sink,
             resume_at: position,
@@ -385,6 +391,7 @@ impl LocalFs {
             Some((fd, position)) if position == at => (fd, position),
             _ => (self.open_stream(dir, at)?.fd, at),
         };
+        tally(|t| t.chunks_read += 1);
         let mut buf = [MaybeUninit::<u8>::uninit(); CHUNK_BYTES];
         let mut entries = RawDir::new(fd.as_fd(), &mut buf);
         let mut pending = Pending::default();
@@ -498,6 +505,7 @@ impl LocalFs {
             return Err(FsError::Io);
         }
         let extra = if plus {
+            tally(|t| t.plus_entries += 1);
             self.entry_plus(dir, entry.name, entry.ino, describe, known)
         } else {
             None
@@ -620,6 +628,7 @@ impl LocalFs {
         if let Some(known) = known {
             if let (Some(vouch), Some(attrs)) = (vouch, known.attrs) {
                 if attrs.vouched_by(&vouch, self.attr_max_age) {
+                    tally(|t| t.attrs_cached += 1);
                     let ctime = time(known.ctime.0, known.ctime.1);
                     return Some((known.handle, attrs.attr(self.fsid, d_ino, ctime)));
                 }
@@ -744,6 +753,88 @@ fn attrs_cacheable(attr: &Attr) -> bool {
 /// A directory's key in `dir_sizes`: its device and inode.
 fn dir_key(dir: &rustix::fs::Stat) -> (u64, u64) {
     (dir.st_dev, dir.st_ino)
+}
+
+/// What this thread's listing call did so far (`TallyGuard`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    plus_entries: u64,
+    attrs_cached: u64,
+    chunk_calls: u64,
+    chunks_read: u64,
+}
+
+thread_local! {
+    static TALLY: Cell<Tally> = const {
+        Cell::new(Tally {
+            plus_entries: 0,
+            attrs_cached: 0,
+            chunk_calls: 0,
+            chunks_read: 0,
+        })
+    };
+}
+
+/// Counts into this thread's tally: no atomic per entry.
+fn tally(count: impl FnOnce(&mut Tally)) {
+    TALLY.with(|cell| {
+        let mut t = cell.get();
+        count(&mut t);
+        cell.set(t);
+    });
+}
+
+/// Starts a listing call's tally and adds it to the backend's counters when
+/// the call ends, whichever way: one atomic add per figure and call.
+struct TallyGuard<'a>(&'a LocalFs);
+
+impl<'a> TallyGuard<'a> {
+    fn start(fs: &'a LocalFs) -> Self {
+        TALLY.with(|cell| cell.set(Tally::default()));
+        Self(fs)
+    }
+}
+
+impl Drop for TallyGuard<'_> {
+    fn drop(&mut self) {
+        let t = TALLY.with(Cell::take);
+        let counters = &self.0.listing;
+        // Relaxed: statistics, read on their own.
+        for (counter, n) in [
+            (&counters.plus_entries, t.plus_entries),
+            (&counters.attrs_cached, t.attrs_cached),
+            (&counters.chunk_calls, t.chunk_calls),
+            (&counters.chunks_read, t.chunks_read),
+        ] {
+            if n > 0 {
+                counter.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A backend's listing counters (`Filesystem::listing_stats`).
+#[derive(Debug, Default)]
+pub(super) struct ListingCounters {
+    plus_entries: AtomicU64,
+    attrs_cached: AtomicU64,
+    chunk_calls: AtomicU64,
+    chunks_read: AtomicU64,
+}
+
+impl ListingCounters {
+    pub(super) fn stats(&self) -> ListingStats {
+        let attrs_cached = self.attrs_cached.load(Ordering::Relaxed);
+        ListingStats {
+            attrs_cached,
+            attrs_read: self
+                .plus_entries
+                .load(Ordering::Relaxed)
+                .saturating_sub(attrs_cached),
+            chunk_calls: self.chunk_calls.load(Ordering::Relaxed),
+            chunks_read: self.chunks_read.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// Where a listing's entries go, and how far it got.
