@@ -54,6 +54,22 @@ fn raw_entry<'a>(entry: &'a rfs::RawDirEntry<'_>) -> RawEntry<'a> {
     }
 }
 
+/// Appends to `pending` what one `getdents64` call returns (nothing at the
+/// directory's end); returns how many of those entries are not `.` or `..`.
+fn read_buffer(entries: &mut RawDir<'_, impl AsFd>, pending: &mut Pending) -> FsResult<u64> {
+    let mut listed = 0;
+    while let Some(entry) = entries.next() {
+        let entry = entry.map_err(errno)?;
+        let entry = raw_entry(&entry);
+        listed += u64::from(!is_dot(entry.name));
+        pending.push(entry);
+        if entries.is_buffer_empty() {
+            break;
+        }
+    }
+    Ok(listed)
+}
+
 impl LocalFs {
     /// Hands the entries of `dir` after `cookie` to `sink`. Returns `true` when
     /// the directory ended, `false` when the sink was full.
@@ -114,7 +130,7 @@ impl LocalFs {
         } else if self.inode_handles_fit(&dir.stat) {
             // READDIR too: it may list from cached chunks.
             Describe::ByNameRemembering {
-                vouch: self.vouch(dir),
+                vouch: self.vouch(dir, plus),
             }
         } else {
             Describe::ByName
@@ -166,12 +182,7 @@ impl LocalFs {
                 // With the inode handle cache, one buffer's entries go into
                 // `pending`, so that their handles are looked up a batch at a
                 // time (`hand_out_pending`).
-                while let Some(entry) = entries.next() {
-                    stream.pending.push(raw_entry(&entry.map_err(errno)?));
-                    if entries.is_buffer_empty() {
-                        break;
-                    }
-                }
+                read_buffer(&mut entries, &mut stream.pending)?;
                 if stream.pending.is_empty() {
                     break;
                 }
@@ -393,18 +404,8 @@ impl LocalFs {
         };
         tally(|t| t.chunks_read += 1);
         let mut buf = [MaybeUninit::<u8>::uninit(); CHUNK_BYTES];
-        let mut entries = RawDir::new(fd.as_fd(), &mut buf);
         let mut pending = Pending::default();
-        let mut listed = 0;
-        while let Some(entry) = entries.next() {
-            let entry = entry.map_err(errno)?;
-            let entry = raw_entry(&entry);
-            listed += u64::from(!is_dot(entry.name));
-            pending.push(entry);
-            if entries.is_buffer_empty() {
-                break;
-            }
-        }
+        let listed = read_buffer(&mut RawDir::new(fd.as_fd(), &mut buf), &mut pending)?;
         pending.shrink_to_fit();
         let end = pending.last_cookie().unwrap_or(position);
         let eof = pending.is_empty();
@@ -683,16 +684,15 @@ impl LocalFs {
             attrs,
         };
         // What these replace or evict is plain data.
-        match vouch.filter(|_| attrs_cacheable(attr)) {
+        let with_updates = vouch.and_then(|vouch| Some((vouch, vouch.updates?)));
+        match with_updates.filter(|_| attrs_cacheable(attr)) {
             // Under the shard's lock: either `forget_attrs` of this inode
             // counted its update before this looks, or it takes the lock
             // after this and drops what this stores.
-            Some(vouch) => {
-                let _replaced = self
-                    .inode_handles
-                    .insert_with(ino, &vouch.updates, |updated| {
-                        known((!updated).then(|| CachedAttrs::new(attr, &vouch)))
-                    });
+            Some((vouch, updates)) => {
+                let _replaced = self.inode_handles.insert_with(ino, &updates, |updated| {
+                    known((!updated).then(|| CachedAttrs::new(attr, &vouch)))
+                });
             }
             None => {
                 let _replaced = self.inode_handles.insert(ino, known(None));
@@ -700,25 +700,27 @@ impl LocalFs {
         }
     }
 
-    /// What vouches for cached attributes in a READDIRPLUS of `dir`, taken
-    /// before any of its entries is stat'ed; `None` without the cache or a
-    /// watch of `dir`.
-    fn vouch(&self, dir: &Node) -> Option<Vouch> {
+    /// What vouches for cached chunks of `dir` and, in a READDIRPLUS
+    /// (`plus`), cached attributes, taken before any of its entries is read;
+    /// `None` without the caches or a watch of `dir`.
+    fn vouch(&self, dir: &Node, plus: bool) -> Option<Vouch> {
         if self.attr_max_age == 0 {
             return None;
         }
-        let watches = DirWatches::get()?;
-        if !self.attrs_cached.load(Ordering::Relaxed) {
-            self.attrs_cached.store(true, Ordering::Relaxed);
-        }
-        // Pairs with the fence in `forget_attrs` (store, fence, load on both
-        // sides): either that call sees `attrs_cached` and counts its change,
-        // or its change is complete before this call's stats.
-        fence(Ordering::SeqCst);
-        // Taken under each shard's lock: a change counted here is visible
-        // to the stats after it (the change came before its update's lock).
-        let updates = self.inode_handles.updates();
-        let generations = watches.generation(dir.fd.as_fd(), dir_key(&dir.stat))?;
+        let generations = DirWatches::get()?.generation(dir.fd.as_fd(), dir_key(&dir.stat))?;
+        // A READDIR stores no attributes: it leaves `forget_attrs` free.
+        let updates = plus.then(|| {
+            if !self.attrs_cached.load(Ordering::Relaxed) {
+                self.attrs_cached.store(true, Ordering::Relaxed);
+            }
+            // Pairs with the fence in `forget_attrs` (store, fence, load on
+            // both sides): either that call sees `attrs_cached` and counts
+            // its change, or its change is complete before this call's stats.
+            fence(Ordering::SeqCst);
+            // Taken under each shard's lock: a change counted here is visible
+            // to the stats after it (the change came before its update's lock).
+            self.inode_handles.updates()
+        });
         Some(Vouch {
             generation: generations.any,
             names: generations.names,
@@ -764,15 +766,17 @@ struct Tally {
     chunks_read: u64,
 }
 
-thread_local! {
-    static TALLY: Cell<Tally> = const {
-        Cell::new(Tally {
-            plus_entries: 0,
-            attrs_cached: 0,
-            chunk_calls: 0,
-            chunks_read: 0,
-        })
+impl Tally {
+    const ZERO: Self = Self {
+        plus_entries: 0,
+        attrs_cached: 0,
+        chunk_calls: 0,
+        chunks_read: 0,
     };
+}
+
+thread_local! {
+    static TALLY: Cell<Tally> = const { Cell::new(Tally::ZERO) };
 }
 
 /// Counts into this thread's tally: no atomic per entry.
@@ -790,7 +794,7 @@ struct TallyGuard<'a>(&'a LocalFs);
 
 impl<'a> TallyGuard<'a> {
     fn start(fs: &'a LocalFs) -> Self {
-        TALLY.with(|cell| cell.set(Tally::default()));
+        TALLY.with(|cell| cell.set(Tally::ZERO));
         Self(fs)
     }
 }
@@ -877,8 +881,9 @@ struct Vouch {
     /// `monotonic_secs` at the start of the call.
     now: u32,
     /// `inode_handles`' updates by shard at the start of the call: rnfs's
-    /// own changes (`LocalFs::forget_attrs`).
-    updates: Updates,
+    /// own changes (`LocalFs::forget_attrs`). READDIRPLUS only: without
+    /// them no attributes are stored.
+    updates: Option<Updates>,
 }
 
 /// Seconds since the first call, on the monotonic clock.
@@ -1171,9 +1176,9 @@ mod tests {
         let after = fs.inode_handles.updates();
         let stat = rfs::statat(&*fs.root, "a", AtFlags::SYMLINK_NOFOLLOW).unwrap();
         let attr = fs.attr(&stat);
-        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(before)));
+        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(Some(before))));
         assert!(!cached(), "a listing older than a change stores nothing");
-        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(after)));
+        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(Some(after))));
         assert!(cached());
     }
 

@@ -28,7 +28,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::mem::MaybeUninit;
 use std::num::NonZeroU64;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
@@ -214,7 +214,7 @@ impl DirWatches {
             return watched.generations();
         }
         if state.by_wd.len() >= state.limit {
-            self.drop_oldest(state);
+            state.drop_oldest(self.inotify.as_fd());
         }
         // The magic link names the directory itself, whatever its path.
         let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
@@ -237,11 +237,6 @@ impl DirWatches {
             order.retain(|(wd, dir)| by_dir.get(dir) == Some(wd));
         }
         generations
-    }
-
-    fn drop_oldest(&self, state: &mut State) {
-        use std::os::fd::AsFd;
-        state.drop_oldest(self.inotify.as_fd());
     }
 
     /// Applies every queued event; `false` if reading failed (then events may
