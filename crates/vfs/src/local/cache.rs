@@ -266,7 +266,8 @@ impl<V: Clone, K: Hash + Eq + Copy> ClockCache<V, K> {
     }
 
     /// [`get`](Self::get) of every key of `keys`, in order, into `out`
-    /// (cleared first); at most [`MAX_BATCH`] keys.
+    /// (cleared first); at most [`MAX_BATCH`] keys. `hints`, if given, holds
+    /// a [`SlotHint`] per key, read and updated here.
     ///
     /// For a table larger than the CPU's caches, where every lookup misses
     /// (READDIRPLUS of a large directory): `get` after `get` waits out each
@@ -275,17 +276,33 @@ impl<V: Clone, K: Hash + Eq + Copy> ClockCache<V, K> {
     /// keys need is locked first, in index order (so two batches never
     /// deadlock, and a plain `get` holds one lock only), and then the lookups
     /// run back to back with no atomic between them: the processor overlaps
-    /// their misses.
-    pub(super) fn get_many(&self, keys: &[K], out: &mut Vec<Option<V>>) {
+    /// their misses. A hinted key skips its hash and the table (two misses
+    /// that depend on each other) and goes straight to its slot.
+    pub(super) fn get_many(
+        &self,
+        keys: &[K],
+        hints: Option<&[SlotHint]>,
+        out: &mut Vec<Option<V>>,
+    ) {
         out.clear();
         let keys = &keys[..keys.len().min(MAX_BATCH)];
-        let mut hashes = [(0u64, 0usize); MAX_BATCH];
+        // Per key: its hash (`None` while a hint stands in for it), its
+        // shard, and the slot its hint names.
+        let mut at = [(None::<u64>, 0usize, None::<usize>); MAX_BATCH];
         let mut needed = 0u64;
-        for (key, at) in keys.iter().zip(hashes.iter_mut()) {
-            let hash = self.hasher.hash_one(key);
-            let shard = self.shard_index(hash);
-            needed |= 1 << shard;
-            *at = (hash, shard);
+        for (i, (key, at)) in keys.iter().zip(at.iter_mut()).enumerate() {
+            let hinted = hints
+                .and_then(|hints| hints.get(i))
+                .and_then(SlotHint::get)
+                .filter(|&(shard, _)| shard < self.shards.len());
+            *at = match hinted {
+                Some((shard, slot)) => (None, shard, Some(slot)),
+                None => {
+                    let hash = self.hasher.hash_one(key);
+                    (Some(hash), self.shard_index(hash), None)
+                }
+            };
+            needed |= 1 << at.1;
         }
         let mut guards: [Option<MutexGuard<'_, Shard<V, K>>>; SHARDS] = Default::default();
         for (index, guard) in guards.iter_mut().enumerate() {
@@ -293,13 +310,113 @@ impl<V: Clone, K: Hash + Eq + Copy> ClockCache<V, K> {
                 *guard = Some(self.lock_shard(index));
             }
         }
-        for (key, &(hash, shard)) in keys.iter().zip(hashes.iter()) {
-            let value = guards[shard].as_mut().and_then(|shard| {
-                let slot = shard.find(hash, key).and_then(|i| shard.slots.get_mut(i))?;
+        // Every hinted slot's lines are asked for before the first is used.
+        for &(_, shard_index, hinted) in &at[..keys.len()] {
+            let shard = guards[shard_index].as_ref();
+            if let Some(slot) = hinted.and_then(|i| shard?.slots.get(i)) {
+                prefetch(slot);
+            }
+        }
+        for (i, (key, &(hash, shard_index, hinted))) in keys.iter().zip(at.iter()).enumerate() {
+            let value = guards[shard_index].as_mut().and_then(|shard| {
+                // A hint is checked against the slot's key: a slot evicted or
+                // moved since holds another key, and the table decides.
+                let index =
+                    match hinted.filter(|&i| shard.slots.get(i).is_some_and(|s| s.key == *key)) {
+                        Some(index) => index,
+                        None => {
+                            let hash = hash.unwrap_or_else(|| self.hasher.hash_one(key));
+                            // A key lives in its hash's shard only. A hint naming
+                            // another was not written by this cache: it is
+                            // dropped, and this lookup misses (that shard is not
+                            // locked, and taking it now could deadlock).
+                            if self.shard_index(hash) != shard_index {
+                                if let Some(hint) = hints.and_then(|hints| hints.get(i)) {
+                                    hint.clear();
+                                }
+                                return None;
+                            }
+                            let index = shard.find(hash, key)?;
+                            if let Some(hint) = hints.and_then(|hints| hints.get(i)) {
+                                hint.set(shard_index, index);
+                            }
+                            index
+                        }
+                    };
+                let slot = shard.slots.get_mut(index)?;
                 slot.referenced = true;
                 Some(slot.value.clone())
             });
             out.push(value);
+        }
+    }
+}
+
+/// Asks the processor to start loading `value`'s cache lines: a hint,
+/// which changes nothing the program sees.
+#[inline]
+fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let start = std::ptr::from_ref(value).cast::<i8>();
+        for offset in (0..size_of::<T>()).step_by(64) {
+            // SAFETY: a prefetch cannot fault and writes nothing; the address
+            // is inside `value` anyway.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                    start.wrapping_add(offset),
+                );
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
+/// Where a key was last found: its shard and slot, so that the next
+/// [`ClockCache::get_many`] of it can skip the hash table. Only a hint: the
+/// slot's key is checked under the shard's lock before it is believed, so
+/// any value is safe. `Relaxed`: it publishes nothing, and an old value
+/// only costs the table lookup it would have saved.
+#[derive(Debug)]
+pub(super) struct SlotHint(std::sync::atomic::AtomicU32);
+
+impl SlotHint {
+    /// Bits of the slot index; the shard index takes the rest.
+    const SLOT_BITS: u32 = 27;
+    const NONE: u32 = u32::MAX;
+
+    /// No hint yet.
+    pub(super) fn new() -> Self {
+        Self(std::sync::atomic::AtomicU32::new(Self::NONE))
+    }
+
+    /// The shard and slot hinted at, if any.
+    fn get(&self) -> Option<(usize, usize)> {
+        let hint = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        let slot_mask = (1 << Self::SLOT_BITS) - 1;
+        (hint != Self::NONE).then_some((
+            (hint >> Self::SLOT_BITS) as usize,
+            (hint & slot_mask) as usize,
+        ))
+    }
+
+    /// Forgets the hint.
+    fn clear(&self) {
+        self.0
+            .store(Self::NONE, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Hints at `slot` of `shard`, if both fit.
+    fn set(&self, shard: usize, slot: usize) {
+        let (Ok(shard), Ok(slot)) = (u32::try_from(shard), u32::try_from(slot)) else {
+            return;
+        };
+        if slot >> Self::SLOT_BITS == 0 && shard < (1 << (32 - Self::SLOT_BITS)) - 1 {
+            self.0.store(
+                shard << Self::SLOT_BITS | slot,
+                std::sync::atomic::Ordering::Relaxed,
+            );
         }
     }
 }
@@ -423,11 +540,11 @@ mod tests {
                 .map(|i| key(i * 7 % 150))
                 .collect();
             let mut got = vec![Some(99)];
-            cache.get_many(&keys, &mut got);
+            cache.get_many(&keys, None, &mut got);
             let want: Vec<_> = keys[..MAX_BATCH].iter().map(|k| cache.get(k)).collect();
             assert_eq!(got, want, "{shards} shards");
             assert!(got.iter().any(Option::is_some) && got.iter().any(Option::is_none));
-            cache.get_many(&[], &mut got);
+            cache.get_many(&[], None, &mut got);
             assert!(got.is_empty());
         }
         // Found by `get_many`, so passed over once by the hand: the next
@@ -436,9 +553,66 @@ mod tests {
         let _ = cache.insert(key(0), 0);
         let _ = cache.insert(key(1), 1);
         let mut got = Vec::new();
-        cache.get_many(&[key(0)], &mut got);
+        cache.get_many(&[key(0)], None, &mut got);
         assert_eq!(cache.insert(key(2), 2), Some(1));
         assert_eq!(cache.get(&key(0)), Some(0));
+    }
+
+    /// Hints name each key's slot after a lookup, and a hint made stale by
+    /// eviction, removal (which moves another key into the slot) or plain
+    /// garbage never answers with another key's value.
+    #[test]
+    fn hinted_lookups_answer_as_get_does_whatever_the_hints_say() {
+        for shards in [1, 3, SHARDS] {
+            // Room for all 40 in one shard: none is evicted yet.
+            let cache = ClockCache::with_shards(SHARDS * 40, shards);
+            for i in 0..40u32 {
+                let _ = cache.insert(key(i), i);
+            }
+            let keys: Vec<_> = (0..40u32).map(key).collect();
+            let hints: Vec<_> = keys.iter().map(|_| SlotHint::new()).collect();
+            let mut got = Vec::new();
+            cache.get_many(&keys, Some(&hints), &mut got);
+            assert_eq!(
+                got,
+                (0..40).map(Some).collect::<Vec<_>>(),
+                "{shards} shards"
+            );
+            for (k, hint) in keys.iter().zip(&hints) {
+                let (shard, slot) = hint.get().unwrap();
+                let guard = cache.lock_shard(shard);
+                assert!(
+                    guard.slots[slot].key == *k,
+                    "{shards} shards: hint of a key at another's slot"
+                );
+            }
+            // Stale hints: removals move the last slot of a shard into the
+            // hole, and new keys evict old ones.
+            for i in (0..40u32).step_by(3) {
+                let _ = cache.remove(&key(i));
+            }
+            for i in 100..2_000u32 {
+                let _ = cache.insert(key(i), i);
+            }
+            // Hints this cache did not write: at worst a miss, then dropped.
+            hints[1].set(0, 0);
+            hints[2].set(SHARDS - 1, 123_456);
+            let want: Vec<_> = keys.iter().map(|k| cache.get(k)).collect();
+            assert!(
+                want.iter().any(Option::is_none),
+                "{shards} shards: nothing was evicted"
+            );
+            cache.get_many(&keys, Some(&hints), &mut got);
+            for (i, (got, want)) in got.iter().zip(&want).enumerate() {
+                let garbage = i == 1 || i == 2;
+                assert!(
+                    got == want || (garbage && got.is_none()),
+                    "{shards} shards, key {i}: {got:?}, not {want:?}"
+                );
+            }
+            cache.get_many(&keys, Some(&hints), &mut got);
+            assert_eq!(got, want, "{shards} shards");
+        }
     }
 
     /// Every slot is in its shard's table under its own hash, and nothing else is.

@@ -17,18 +17,24 @@
 //! listed from the kernel as before (`readdir.rs`), as is a directory whose
 //! watch or generation is missing.
 //!
+//! Each entry of a chunk also has a [`SlotHint`]: where its inode was last
+//! found in the inode handle cache, so that the next listing goes straight
+//! to that slot (checked against its key) instead of through the cache's
+//! hash table, two dependent cache misses per entry in a large directory.
+//!
 //! Bounds: a chunk holds at most [`CHUNK_BYTES`] of `getdents` records (up
-//! to 341 entries, at most about 13 KiB with its index), and the cache at
-//! most [`RESUME_POINTS`] resume points, each keeping at most one chunk
-//! alive: about 210 MiB at worst, if every point kept a chunk of its own.
+//! to 341 entries, at most about 15 KiB with its index and hints), and the
+//! cache at most [`RESUME_POINTS`] resume points, each keeping at most one
+//! chunk alive: about 240 MiB at worst, if every point kept a chunk of its own.
 //! In use, a chunk has its start point and the points where pages stopped
 //! inside it: a directory of 1,000 entries takes about 50 KiB, one of a
-//! million about 45 MiB (3,000 chunks, 9,000 points), which the default
+//! million about 49 MiB (3,000 chunks, 9,000 points), which the default
 //! bound is sized for.
 
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
+use super::cache::SlotHint;
 use super::dirstreams::Pending;
 use super::watches::DirKey;
 
@@ -45,6 +51,8 @@ pub(super) struct Chunk {
     pub(super) names: NonZeroU64,
     /// The entries, `.` and `..` included (listings skip them).
     pub(super) entries: Pending,
+    /// Where each entry's inode was last found in the inode handle cache.
+    pub(super) hints: Box<[SlotHint]>,
     /// The position after the last entry (`start` when there is none).
     pub(super) end: u64,
     /// Whether the directory ends here: the call returned nothing.
@@ -54,6 +62,11 @@ pub(super) struct Chunk {
     pub(super) before: Option<u64>,
     /// How many entries it holds, `.` and `..` left out.
     pub(super) listed: u64,
+}
+
+/// One empty [`SlotHint`] per entry of a new chunk of `count` entries.
+pub(super) fn no_hints(count: usize) -> Box<[SlotHint]> {
+    (0..count).map(|_| SlotHint::new()).collect()
 }
 
 /// Where a listing resuming at a position finds its next entry.

@@ -223,7 +223,6 @@ impl Pending {
     }
 
     /// How many entries it holds, `.` and `..` included.
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.entries.len()
     }

@@ -15,8 +15,8 @@ use std::time::{Instant, SystemTime};
 use rustix::fs::{self as rfs, AtFlags, OFlags, RawDir, SeekFrom};
 use rustix::io::Errno;
 
-use super::cache::{Updates, MAX_BATCH};
-use super::dirchunks::{Chunk, ResumePoint, CHUNK_BYTES};
+use super::cache::{SlotHint, Updates, MAX_BATCH};
+use super::dirchunks::{self, Chunk, ResumePoint, CHUNK_BYTES};
 use super::dirstreams::{self, DirStream, Pending, RawEntry, StreamKey, WAYS};
 use super::watches::DirWatches;
 use super::{errno, handle, sys, time, LocalFs, Node};
@@ -245,9 +245,13 @@ impl LocalFs {
             listed: stream.listed,
         };
         let mut next = stream.pending.next_index();
+        let entries = Entries {
+            entries: &stream.pending,
+            hints: None,
+        };
         let taken = self.hand_out_from(
             stream.fd.as_fd(),
-            &stream.pending,
+            entries,
             &mut next,
             plus,
             describe,
@@ -260,7 +264,8 @@ impl LocalFs {
     }
 
     /// Hands the entries of `entries` of directory `dir` out to `out`, from
-    /// index `next` on, advancing it; `false` when the sink is full (`next`
+    /// index `next` on, advancing it (with its hints, where every entry's
+    /// inode was last found in the cache); `false` when the sink is full (`next`
     /// is then the entry it refused). With the inode handle cache, the
     /// handles of up to [`MAX_BATCH`] entries are looked up at once before
     /// those entries' stats: in a directory too large for the CPU's caches
@@ -271,7 +276,7 @@ impl LocalFs {
     fn hand_out_from(
         &self,
         dir: BorrowedFd<'_>,
-        entries: &Pending,
+        Entries { entries, hints }: Entries<'_>,
         next: &mut usize,
         plus: bool,
         describe: Describe,
@@ -286,7 +291,9 @@ impl LocalFs {
                 return Ok(true);
             }
             if batched {
-                self.inode_handles.get_many(&inos[..count], &mut known);
+                let hints = hints.map(|hints| hints.get(*next..).unwrap_or_default());
+                self.inode_handles
+                    .get_many(&inos[..count], hints, &mut known);
             }
             for i in 0..count {
                 // Cannot be `None`: `inos_from` counted the entries left.
@@ -356,14 +363,11 @@ impl LocalFs {
             };
             let chunk = &point.chunk;
             let mut next = point.index;
-            if !self.hand_out_from(
-                dir.fd.as_fd(),
-                &chunk.entries,
-                &mut next,
-                plus,
-                describe,
-                &mut out,
-            )? {
+            let entries = Entries {
+                entries: &chunk.entries,
+                hints: Some(&chunk.hints),
+            };
+            if !self.hand_out_from(dir.fd.as_fd(), entries, &mut next, plus, describe, &mut out)? {
                 let stop = ResumePoint {
                     chunk: Arc::clone(chunk),
                     index: next,
@@ -412,6 +416,7 @@ impl LocalFs {
         *reader = Some((fd, end));
         Ok(Arc::new(Chunk {
             names,
+            hints: dirchunks::no_hints(pending.len()),
             entries: pending,
             end,
             eof,
@@ -743,6 +748,14 @@ impl LocalFs {
         }
         self.inode_handles.update(&ino, |known| known.attrs = None);
     }
+}
+
+/// Entries to hand out (`LocalFs::hand_out_from`), with a slot hint per
+/// entry when they come from a chunk, which keeps them between listings.
+#[derive(Clone, Copy)]
+struct Entries<'a> {
+    entries: &'a Pending,
+    hints: Option<&'a [SlotHint]>,
 }
 
 /// Whether an entry's attributes may be cached: a directory's change with
@@ -1225,6 +1238,7 @@ mod tests {
         }
         let planted = Chunk {
             names: start.chunk.names,
+            hints: dirchunks::no_hints(entries.len()),
             entries,
             end: start.chunk.end,
             eof: start.chunk.eof,
@@ -1318,6 +1332,11 @@ mod tests {
             }
             assert_eq!(seen.len(), 700, "round {round}");
             assert_eq!(fs.inode_handles.len(), 700, "round {round}");
+            // Forgotten inodes move others into their slots: the chunks'
+            // slot hints go stale, and the next round must not believe them.
+            for (_, attr) in expected.values().step_by(5) {
+                let _ = fs.inode_handles.remove(&attr.fileid);
+            }
         }
     }
 
