@@ -185,18 +185,55 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
     /// whether an [`update`](Self::update) ran in `key`'s shard since
     /// `since` was taken ([`updates`](Self::updates)). Decided under the
     /// shard's lock, as `update` is: an update of `key` either counted
-    /// before this looked, or changes what this stores.
+    /// before this looked, or changes what this stores. With a `hint` that
+    /// still names `key`'s slot ([`get_many`](Self::get_many)), the value is
+    /// replaced there without a hash or a table lookup.
     pub(super) fn insert_with(
         &self,
         key: K,
+        hint: Option<&SlotHint>,
         since: &Updates,
         make: impl FnOnce(bool) -> V,
     ) -> Option<V> {
-        let (hash, mut guard) = self.shard(&key);
-        let index = self.shard_index(hash);
+        let hinted = hint
+            .and_then(SlotHint::get)
+            .filter(|&(shard, _)| shard < self.shards.len());
+        let (mut hash, mut index) = match hinted {
+            Some((shard, _)) => (None, shard),
+            None => {
+                let hash = self.hasher.hash_one(key);
+                (Some(hash), self.shard_index(hash))
+            }
+        };
+        let mut guard = self.lock_shard(index);
+        let slot = hinted
+            .map(|(_, slot)| slot)
+            .filter(|&slot| guard.slots.get(slot).is_some_and(|s| s.key == key));
+        if slot.is_none() && hash.is_none() {
+            // A stale hint: the table decides, in the key's own shard (a
+            // hint this cache wrote names it; another one is dropped).
+            let full = self.hasher.hash_one(key);
+            if self.shard_index(full) != index {
+                drop(guard);
+                index = self.shard_index(full);
+                guard = self.lock_shard(index);
+                if let Some(hint) = hint {
+                    hint.clear();
+                }
+            }
+            hash = Some(full);
+        }
         let updated = since.get(index) != Some(&guard.updates);
         let value = make(updated);
-        guard.put(hash, key, value)
+        match (slot, hash) {
+            (Some(slot), _) => guard.slots.get_mut(slot).map(|slot| {
+                slot.referenced = true;
+                std::mem::replace(&mut slot.value, value)
+            }),
+            (None, Some(hash)) => guard.put(hash, key, value),
+            // Unreachable: without a slot, the hash was taken above.
+            (None, None) => Some(value),
+        }
     }
 
     /// How many [`update`](Self::update)s each shard has seen (wrapping).
@@ -490,7 +527,7 @@ mod tests {
         let cache = ClockCache::new(SHARDS * 4);
         let since = cache.updates();
         let value = |updated: bool| if updated { 0 } else { 10 };
-        assert_eq!(cache.insert_with(key(1), &since, value), None);
+        assert_eq!(cache.insert_with(key(1), None, &since, value), None);
         assert_eq!(cache.get(&key(1)), Some(10));
         cache.update(&key(1), |v| *v += 1);
         assert_eq!(cache.get(&key(1)), Some(11));
@@ -503,11 +540,11 @@ mod tests {
         cache.update(&other, |v| *v += 1);
         assert_eq!(cache.get(&other), None);
         // Taken before the updates: key 1's shard has moved.
-        assert_eq!(cache.insert_with(key(1), &since, value), Some(11));
+        assert_eq!(cache.insert_with(key(1), None, &since, value), Some(11));
         assert_eq!(cache.get(&key(1)), Some(0));
         // Taken after them: nothing moved since.
         let since = cache.updates();
-        assert_eq!(cache.insert_with(key(1), &since, value), Some(0));
+        assert_eq!(cache.insert_with(key(1), None, &since, value), Some(0));
         assert_eq!(cache.get(&key(1)), Some(10));
     }
 
@@ -561,6 +598,49 @@ mod tests {
     /// Hints name each key's slot after a lookup, and a hint made stale by
     /// eviction, removal (which moves another key into the slot) or plain
     /// garbage never answers with another key's value.
+    /// An insert through a hint replaces its own key's value, wherever the
+    /// hint points, and sees updates of the shard as an unhinted one does.
+    #[test]
+    fn hinted_inserts_replace_their_own_key_and_see_updates() {
+        for shards in [1, 3, SHARDS] {
+            let cache = ClockCache::with_shards(SHARDS * 40, shards);
+            let keys: Vec<_> = (0..40u32).map(key).collect();
+            for (i, k) in (0..).zip(&keys) {
+                let _ = cache.insert(*k, i);
+            }
+            let hints: Vec<_> = keys.iter().map(|_| SlotHint::new()).collect();
+            let mut got = Vec::new();
+            cache.get_many(&keys, Some(&hints), &mut got);
+            // Moves: the removed keys' slots take other keys.
+            for k in keys.iter().step_by(4) {
+                let _ = cache.remove(k);
+            }
+            hints[1].set(0, 0);
+            hints[2].set(SHARDS - 1, 7);
+            let since = cache.updates();
+            for (i, (k, hint)) in (0..).zip(keys.iter().zip(&hints)) {
+                let value = |updated: bool| {
+                    assert!(!updated, "{shards} shards: no update ran");
+                    1000 + i
+                };
+                let _ = cache.insert_with(*k, Some(hint), &since, value);
+            }
+            for (i, k) in (0..).zip(&keys) {
+                assert_eq!(cache.get(k), Some(1000 + i), "{shards} shards, key {i}");
+            }
+            assert_eq!(cache.len(), 40, "{shards} shards");
+            // An update of the key's shard since `since` is seen through a hint.
+            cache.get_many(&keys, Some(&hints), &mut got);
+            cache.update(&keys[5], |v| *v += 1);
+            let mut seen = None;
+            let _ = cache.insert_with(keys[5], Some(&hints[5]), &since, |updated| {
+                seen = Some(updated);
+                0
+            });
+            assert_eq!(seen, Some(true), "{shards} shards");
+        }
+    }
+
     #[test]
     fn hinted_lookups_answer_as_get_does_whatever_the_hints_say() {
         for shards in [1, 3, SHARDS] {

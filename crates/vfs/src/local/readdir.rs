@@ -302,7 +302,10 @@ impl LocalFs {
                 };
                 if !is_dot(entry.name) {
                     // `known[i]` is of `entry`: `inos_from` started at it.
-                    let known = batched.then(|| known.get(i).copied().flatten());
+                    let known = batched.then(|| Known {
+                        found: known.get(i).copied().flatten(),
+                        hint: hints.and_then(|hints| hints.get(*next)),
+                    });
                     if !self.hand_out(dir, entry, plus, describe, known, out.sink)? {
                         return Ok(false);
                     }
@@ -496,14 +499,14 @@ impl LocalFs {
 
     /// Offers the kernel's `entry` of `dir` to `sink`; `false` when it is full.
     /// `known`: what the inode handle cache held for the entry, if the caller
-    /// looked it up already.
+    /// looked it up already, with the entry's slot hint.
     fn hand_out(
         &self,
         dir: BorrowedFd<'_>,
         entry: RawEntry<'_>,
         plus: bool,
         describe: Describe,
-        known: Option<Option<InodeHandle>>,
+        known: Option<Known<'_>>,
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> FsResult<bool> {
         if entry.cookie == 0 || entry.cookie & TAG != 0 {
@@ -552,7 +555,7 @@ impl LocalFs {
         name: &CStr,
         d_ino: u64,
         describe: Describe,
-        known: Option<Option<InodeHandle>>,
+        known: Option<Known<'_>>,
     ) -> Option<(BackendHandle, Attr)> {
         if describe != Describe::FromDescriptor {
             if let Some(found) = self.entry_plus_by_name(dir, name, d_ino, describe, known) {
@@ -620,16 +623,16 @@ impl LocalFs {
         name: &CStr,
         d_ino: u64,
         describe: Describe,
-        known: Option<Option<InodeHandle>>,
+        known: Option<Known<'_>>,
     ) -> Option<(BackendHandle, Attr)> {
         let (remember, vouch) = match describe {
             Describe::ByNameRemembering { vouch } => (true, vouch),
             _ => (false, None),
         };
-        let known = match known {
-            Some(known) => known,
-            None if remember => self.inode_handles.get(&d_ino),
-            None => None,
+        let (known, hint) = match known {
+            Some(known) => (known.found, known.hint),
+            None if remember => (self.inode_handles.get(&d_ino), None),
+            None => (None, None),
         };
         if let Some(known) = known {
             if let (Some(vouch), Some(attrs)) = (vouch, known.attrs) {
@@ -648,7 +651,7 @@ impl LocalFs {
             {
                 let attr = self.attr(&stat);
                 if vouch.is_some() && attrs_cacheable(&attr) {
-                    self.remember_inode(d_ino, known.handle, &stat, &attr, vouch);
+                    self.remember_inode(d_ino, known.handle, &stat, &attr, vouch, hint);
                 }
                 return Some((known.handle, attr));
             }
@@ -668,13 +671,14 @@ impl LocalFs {
         let handle = handle::encode(&kernel)?;
         let attr = self.attr(&stat);
         if remember {
-            self.remember_inode(d_ino, handle, &stat, &attr, vouch);
+            self.remember_inode(d_ino, handle, &stat, &attr, vouch, hint);
         }
         Some((handle, attr))
     }
 
     /// Remembers `handle` for inode `ino`, with the `ctime` of `stat` and,
-    /// if `vouch` allows, its attributes `attr`.
+    /// if `vouch` allows, its attributes `attr`; `hint`: where `ino` was
+    /// last found, if a chunk keeps that.
     fn remember_inode(
         &self,
         ino: u64,
@@ -682,6 +686,7 @@ impl LocalFs {
         stat: &rustix::fs::Stat,
         attr: &Attr,
         vouch: Option<Vouch>,
+        hint: Option<&SlotHint>,
     ) {
         let known = |attrs| InodeHandle {
             handle,
@@ -695,9 +700,11 @@ impl LocalFs {
             // counted its update before this looks, or it takes the lock
             // after this and drops what this stores.
             Some((vouch, updates)) => {
-                let _replaced = self.inode_handles.insert_with(ino, &updates, |updated| {
-                    known((!updated).then(|| CachedAttrs::new(attr, &vouch)))
-                });
+                let _replaced = self
+                    .inode_handles
+                    .insert_with(ino, hint, &updates, |updated| {
+                        known((!updated).then(|| CachedAttrs::new(attr, &vouch)))
+                    });
             }
             None => {
                 let _replaced = self.inode_handles.insert(ino, known(None));
@@ -748,6 +755,15 @@ impl LocalFs {
         }
         self.inode_handles.update(&ino, |known| known.attrs = None);
     }
+}
+
+/// What a batch lookup found for one entry (`LocalFs::hand_out_from`):
+/// the cached value, if any, and the entry's slot hint, if its chunk keeps
+/// one, for storing a new value where the old one is.
+#[derive(Clone, Copy)]
+struct Known<'a> {
+    found: Option<InodeHandle>,
+    hint: Option<&'a SlotHint>,
 }
 
 /// Entries to hand out (`LocalFs::hand_out_from`), with a slot hint per
@@ -1189,9 +1205,23 @@ mod tests {
         let after = fs.inode_handles.updates();
         let stat = rfs::statat(&*fs.root, "a", AtFlags::SYMLINK_NOFOLLOW).unwrap();
         let attr = fs.attr(&stat);
-        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(Some(before))));
+        fs.remember_inode(
+            ino,
+            known.handle,
+            &stat,
+            &attr,
+            Some(vouch(Some(before))),
+            None,
+        );
         assert!(!cached(), "a listing older than a change stores nothing");
-        fs.remember_inode(ino, known.handle, &stat, &attr, Some(vouch(Some(after))));
+        fs.remember_inode(
+            ino,
+            known.handle,
+            &stat,
+            &attr,
+            Some(vouch(Some(after))),
+            None,
+        );
         assert!(cached());
     }
 
