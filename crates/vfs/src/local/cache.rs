@@ -70,6 +70,11 @@ impl<V, K: Eq> Shard<V, K> {
         }
     }
 
+    /// `slot`, if it holds `key`: a [`SlotHint`] is believed only then.
+    fn hinted_slot(&self, slot: Option<usize>, key: &K) -> Option<usize> {
+        slot.filter(|&i| self.slots.get(i).is_some_and(|s| s.key == *key))
+    }
+
     /// Adds `index` to the table under `hash`.
     fn index(&mut self, hash: u64, index: usize) {
         let slots = &self.slots;
@@ -153,6 +158,11 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
         self.capacity
     }
 
+    /// The shard and slot `hint` names, if it names a shard of this cache.
+    fn hinted(&self, hint: &SlotHint) -> Option<(usize, usize)> {
+        hint.get().filter(|&(shard, _)| shard < self.shards.len())
+    }
+
     /// `key`'s hash and its shard, locked.
     fn shard(&self, key: &K) -> (u64, MutexGuard<'_, Shard<V, K>>) {
         let hash = self.hasher.hash_one(key);
@@ -195,45 +205,22 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
         since: &Updates,
         make: impl FnOnce(bool) -> V,
     ) -> Option<V> {
-        let hinted = hint
-            .and_then(SlotHint::get)
-            .filter(|&(shard, _)| shard < self.shards.len());
-        let (mut hash, mut index) = match hinted {
-            Some((shard, _)) => (None, shard),
-            None => {
-                let hash = self.hasher.hash_one(key);
-                (Some(hash), self.shard_index(hash))
+        if let Some((index, slot)) = hint.and_then(|hint| self.hinted(hint)) {
+            let mut guard = self.lock_shard(index);
+            if let Some(slot) = guard.hinted_slot(Some(slot), &key) {
+                let updated = since.get(index) != Some(&guard.updates);
+                let value = make(updated);
+                let slot = guard.slots.get_mut(slot)?;
+                slot.referenced = true;
+                return Some(std::mem::replace(&mut slot.value, value));
             }
-        };
-        let mut guard = self.lock_shard(index);
-        let slot = hinted
-            .map(|(_, slot)| slot)
-            .filter(|&slot| guard.slots.get(slot).is_some_and(|s| s.key == key));
-        if slot.is_none() && hash.is_none() {
-            // A stale hint: the table decides, in the key's own shard (a
-            // hint this cache wrote names it; another one is dropped).
-            let full = self.hasher.hash_one(key);
-            if self.shard_index(full) != index {
-                drop(guard);
-                index = self.shard_index(full);
-                guard = self.lock_shard(index);
-                if let Some(hint) = hint {
-                    hint.clear();
-                }
-            }
-            hash = Some(full);
         }
+        // Unhinted, or a stale hint: the table decides.
+        let (hash, mut guard) = self.shard(&key);
+        let index = self.shard_index(hash);
         let updated = since.get(index) != Some(&guard.updates);
         let value = make(updated);
-        match (slot, hash) {
-            (Some(slot), _) => guard.slots.get_mut(slot).map(|slot| {
-                slot.referenced = true;
-                std::mem::replace(&mut slot.value, value)
-            }),
-            (None, Some(hash)) => guard.put(hash, key, value),
-            // Unreachable: without a slot, the hash was taken above.
-            (None, None) => Some(value),
-        }
+        guard.put(hash, key, value)
     }
 
     /// How many [`update`](Self::update)s each shard has seen (wrapping).
@@ -330,8 +317,7 @@ impl<V: Clone, K: Hash + Eq + Copy> ClockCache<V, K> {
         for (i, (key, at)) in keys.iter().zip(at.iter_mut()).enumerate() {
             let hinted = hints
                 .and_then(|hints| hints.get(i))
-                .and_then(SlotHint::get)
-                .filter(|&(shard, _)| shard < self.shards.len());
+                .and_then(|hint| self.hinted(hint));
             *at = match hinted {
                 Some((shard, slot)) => (None, shard, Some(slot)),
                 None => {
@@ -358,28 +344,27 @@ impl<V: Clone, K: Hash + Eq + Copy> ClockCache<V, K> {
             let value = guards[shard_index].as_mut().and_then(|shard| {
                 // A hint is checked against the slot's key: a slot evicted or
                 // moved since holds another key, and the table decides.
-                let index =
-                    match hinted.filter(|&i| shard.slots.get(i).is_some_and(|s| s.key == *key)) {
-                        Some(index) => index,
-                        None => {
-                            let hash = hash.unwrap_or_else(|| self.hasher.hash_one(key));
-                            // A key lives in its hash's shard only. A hint naming
-                            // another was not written by this cache: it is
-                            // dropped, and this lookup misses (that shard is not
-                            // locked, and taking it now could deadlock).
-                            if self.shard_index(hash) != shard_index {
-                                if let Some(hint) = hints.and_then(|hints| hints.get(i)) {
-                                    hint.clear();
-                                }
-                                return None;
-                            }
-                            let index = shard.find(hash, key)?;
+                let index = match shard.hinted_slot(hinted, key) {
+                    Some(index) => index,
+                    None => {
+                        let hash = hash.unwrap_or_else(|| self.hasher.hash_one(key));
+                        // A key lives in its hash's shard only. A hint naming
+                        // another was not written by this cache: it is
+                        // dropped, and this lookup misses (that shard is not
+                        // locked, and taking it now could deadlock).
+                        if self.shard_index(hash) != shard_index {
                             if let Some(hint) = hints.and_then(|hints| hints.get(i)) {
-                                hint.set(shard_index, index);
+                                hint.clear();
                             }
-                            index
+                            return None;
                         }
-                    };
+                        let index = shard.find(hash, key)?;
+                        if let Some(hint) = hints.and_then(|hints| hints.get(i)) {
+                            hint.set(shard_index, index);
+                        }
+                        index
+                    }
+                };
                 let slot = shard.slots.get_mut(index)?;
                 slot.referenced = true;
                 Some(slot.value.clone())
