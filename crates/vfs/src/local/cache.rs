@@ -380,13 +380,17 @@ impl<V: Clone, K: Hash + Eq + Copy> ClockCache<V, K> {
 fn prefetch<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
     {
+        // Every line the value touches: from the start of its first line,
+        // which may begin before the value, to its last byte.
         let start = std::ptr::from_ref(value).cast::<i8>();
-        for offset in (0..size_of::<T>()).step_by(64) {
-            // SAFETY: a prefetch cannot fault and writes nothing; the address
-            // is inside `value` anyway.
+        let first = start.wrapping_sub(start.addr() % 64);
+        let lines = (start.addr() % 64 + size_of::<T>()).div_ceil(64);
+        for line in 0..lines {
+            // SAFETY: a prefetch cannot fault and writes nothing, whatever the
+            // address; these lines each hold a byte of `value` anyway.
             unsafe {
                 core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                    start.wrapping_add(offset),
+                    first.wrapping_add(line * 64),
                 );
             }
         }
