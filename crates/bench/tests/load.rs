@@ -203,6 +203,47 @@ fn readdirplus_lists_and_mix_spreads_its_calls() {
     assert!((getattr / rdp - 7.0).abs() < 1.0, "{m}");
 }
 
+/// With `name_width`, the directory is `dir-<K>-w<W>` and holds exactly the
+/// padded names (LOOKUPs of them all succeed), and READDIRPLUS lists them;
+/// a width too narrow for the count is refused before any call.
+#[test]
+fn padded_entry_names_make_their_own_directory() {
+    let s = TestServer::start();
+    for op in [LoadOp::Lookup, LoadOp::Readdirplus] {
+        let mut p = params(s.url("/export"), op);
+        p.name_width = 3;
+        let r = load::run(&p).unwrap();
+        assert_clean(&r);
+        assert_eq!(r.name_width, 3);
+    }
+    let url = NfsUrl::parse(&s.url("/export")).unwrap();
+    let (session, _) =
+        Session::connect(&url, ClientOptions::default(), Credential::root()).unwrap();
+    let dir = session.resolve("rnfs-bench-load/dir-100-w3").unwrap().0;
+    let page = session
+        .nfs()
+        .readdirplus(&dir, 0, [0; 8], 64 << 10, 1 << 20)
+        .unwrap();
+    assert!(page.eof);
+    let mut names: Vec<_> = page
+        .entries
+        .iter()
+        .filter(|e| e.name != b"." && e.name != b"..")
+        .map(|e| String::from_utf8(e.name.clone()).unwrap())
+        .collect();
+    names.sort();
+    let want: Vec<_> = (0..100).map(|i| format!("f{i:03}")).collect();
+    assert_eq!(names, want);
+    // The unpadded layout is another directory, untouched by these runs.
+    assert!(session.resolve("rnfs-bench-load/dir-100").is_err());
+
+    let mut p = params(s.url("/export"), LoadOp::Lookup);
+    p.name_width = 1;
+    let err = load::run(&p).unwrap_err();
+    assert!(matches!(err, LoadError::InvalidParam(_)), "{err:?}");
+    assert!(err.to_string().contains("name-width"), "{err}");
+}
+
 #[test]
 fn echo_server_answers_null_calls() {
     let echo = EchoServer::start("127.0.0.1:0".parse().unwrap(), 2).unwrap();

@@ -117,7 +117,11 @@ in the JSON (calls_by_proc).
 Fixtures live under the URL's directory in rnfs-bench-load/ and are reused: \
 file-<N> (the test file), dir-<K>/ (entries f0 .. f<K-1>; a rerun lists it \
 and creates only what is missing, many CREATEs in flight, with progress on \
-standard error) and cr-<conn>/ (create-remove scratch). The ports come from \
+standard error) and cr-<conn>/ (create-remove scratch). With --name-width W \
+the directory is dir-<K>-w<W>/ and its names f followed by W zero-padded \
+digits, so that a sweep over directory sizes lists names of one length at \
+every size (unpadded, a million entries have longer names than a thousand, \
+and fewer of them fit a READDIRPLUS reply). The ports come from \
 the portmapper unless the URL gives ?nfsport= (and ?mountport=, default the \
 NFS port).
 
@@ -132,7 +136,7 @@ that off. The JSON says whether it was held.
 
 The result goes to standard output as text, and with --json FILE as one JSON \
 object (schema 1: tool, label, url, op, connections, depth, size, file_size, \
-dir_entries, idle_connections, threads, warmup_s, duration_s, calls, \
+dir_entries, name_width, idle_connections, threads, warmup_s, duration_s, calls, \
 calls_per_s, mb_per_s, latency_us, latency_cdf, errors, error_calls, server, \
 loadgen, dma_latency_held, plus calls_by_proc, entries, us_per_entry and \
 more); with --json - the JSON goes to standard output and the text to \
@@ -378,6 +382,11 @@ pub(crate) struct LoadArgs {
     /// Entries of the lookup/readdirplus/mix directory.
     #[arg(long, default_value_t = 1000)]
     dir_entries: u64,
+    /// Digits of the directory's entry names, zero-padded (0: f0 .. f<K-1>
+    /// unpadded in dir-<K>; W: f followed by W digits, in dir-<K>-w<W>).
+    #[arg(long, default_value_t = 0, value_name = "W",
+          value_parser = clap::value_parser!(u8).range(0..=20))]
+    name_width: u8,
     /// A COMMIT after every N WRITEs per connection (0: never).
     #[arg(long, default_value_t = 256)]
     commit_every: u32,
@@ -769,6 +778,7 @@ fn run_load(a: LoadArgs) -> anyhow::Result<()> {
     p.size = u32::try_from(a.size).context("--size must be 1 to 1M")?;
     p.file_size = a.file_size;
     p.dir_entries = a.dir_entries;
+    p.name_width = a.name_width;
     p.commit_every = a.commit_every;
     p.dir_page = u32::try_from(a.dir_page).context("--dir-page must be 1K to 1M")?;
     p.warmup = seconds("warmup", a.warmup)?;

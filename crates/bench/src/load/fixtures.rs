@@ -3,7 +3,8 @@
 //! URL's directory, created once and reused:
 //! - `file-<N>`: the test file of N bytes, sized by SETATTR (sparse);
 //! - `dir-<K>/`: K empty files `f0` .. `f<K-1>`, created with many CREATEs
-//!   in flight; a rerun lists the directory and creates only what is missing;
+//!   in flight; a rerun lists the directory and creates only what is missing
+//!   (`dir-<K>-w<W>/` with `name_width` W: `f` and W digits, zero-padded);
 //! - `cr-<conn>/`: one scratch directory per connection for create-remove.
 
 use std::collections::VecDeque;
@@ -17,6 +18,7 @@ use rnfs_nfs3::{
 };
 use rnfs_xdr::{Decode, DecodeError, Encode, Reader, Writer};
 
+use super::ops::{self, Name};
 use super::{LoadError, LoadOp, LoadParams};
 
 /// The fixtures' directory under the URL's path.
@@ -49,7 +51,7 @@ fn setup_err(what: impl Into<String>) -> impl FnOnce(NfsError) -> LoadError {
     let mut what = what.into();
     move |source| {
         if let Some(status) = source.status() {
-            what = format!("{what} failed with {}", super::ops::nfsstat_name(status));
+            what = format!("{what} failed with {}", ops::nfsstat_name(status));
             if matches!(status, Nfsstat3::Acces | Nfsstat3::Perm | Nfsstat3::Rofs) {
                 what.push_str(
                     " (the fixtures need a directory under the URL's path that this \
@@ -175,7 +177,7 @@ pub(crate) fn prepare(t: &Target, p: &LoadParams) -> Result<Fixtures, LoadError>
         fx.file = Some(test_file(session, &top, p.file_size)?);
     }
     if p.op.needs_dir() {
-        fx.dir = Some(entries_dir(session, &top, p.dir_entries)?);
+        fx.dir = Some(entries_dir(session, &top, p.dir_entries, p.name_width)?);
     }
     if p.op == LoadOp::CreateRemove {
         for c in 0..p.connections {
@@ -249,29 +251,32 @@ fn test_file(s: &Session, dir: &FileHandle, size: u64) -> Result<FileHandle, Loa
     Ok(fh)
 }
 
-/// `dir-<k>` with the entries `f0` .. `f<k-1>`: lists what is there and
-/// creates what is missing, many CREATEs in flight.
-fn entries_dir(s: &Session, top: &FileHandle, k: u64) -> Result<FileHandle, LoadError> {
-    let name = format!("dir-{k}");
+/// `dir-<k>` with the entries `f0` .. `f<k-1>` (`width` digits: see
+/// [`ops::entries_dir_name`]): lists what is there and creates what is
+/// missing, many CREATEs in flight.
+fn entries_dir(s: &Session, top: &FileHandle, k: u64, width: u8) -> Result<FileHandle, LoadError> {
+    let name = ops::entries_dir_name(k, width);
     let dir = mkdir_p(s, top, &name)?;
     let mut present = vec![0u64; k.div_ceil(64) as usize];
-    let (found, other) = list_entries(s, &dir, k, &name, &mut present)?;
+    let (found, other) = list_entries(s, &dir, (k, width), &name, &mut present)?;
     if other > 0 {
-        eprintln!("rnfs bench load: {name} also holds {other} entries not named f0..f{k}");
+        let last = Name::entry(k - 1, width);
+        let last = String::from_utf8_lossy(last.as_bytes());
+        eprintln!("rnfs bench load: {name} also holds {other} entries not named f0..{last}");
     }
     if found < k {
         let missing = (0..k).filter(|i| present[(i / 64) as usize] & (1 << (i % 64)) == 0);
-        create_entries(s, &dir, &name, missing, k - found)?;
+        create_entries(s, &dir, (&name, width), missing, k - found)?;
     }
     Ok(dir)
 }
 
-/// Lists `dir`, marking the entries `f<i>` (i < k) in `present`; returns the
-/// number marked and the number of other names.
+/// Lists `dir`, marking the entries `f<i>` (i < k, `width` digits) in
+/// `present`; returns the number marked and the number of other names.
 fn list_entries(
     s: &Session,
     dir: &FileHandle,
-    k: u64,
+    (k, width): (u64, u8),
     name: &str,
     present: &mut [u64],
 ) -> Result<(u64, u64), LoadError> {
@@ -286,13 +291,7 @@ fn list_entries(
             .map_err(setup_err(format!("READDIRPLUS {name}")))?;
         for e in &page.entries {
             cookie = e.cookie;
-            let index = e
-                .name
-                .strip_prefix(b"f")
-                .and_then(|d| std::str::from_utf8(d).ok())
-                .filter(|d| !d.starts_with('0') || d.len() == 1)
-                .and_then(|d| d.parse::<u64>().ok())
-                .filter(|i| *i < k);
+            let index = ops::parse_entry(&e.name, width).filter(|i| *i < k);
             match index {
                 Some(i) if present[(i / 64) as usize] & (1 << (i % 64)) == 0 => {
                     present[(i / 64) as usize] |= 1 << (i % 64);
@@ -323,11 +322,12 @@ fn decode_create(r: &mut Reader<'_>) -> Result<CreateRes, DecodeError> {
     CreateRes::decode(r)
 }
 
-/// CREATEs `f<i>` for every `i` of `missing`, `CREATE_WINDOW` in flight.
+/// CREATEs `f<i>` (`width` digits) for every `i` of `missing`,
+/// `CREATE_WINDOW` in flight.
 fn create_entries(
     s: &Session,
     dir: &FileHandle,
-    name: &str,
+    (name, width): (&str, u8),
     missing: impl Iterator<Item = u64>,
     count: u64,
 ) -> Result<(), LoadError> {
@@ -336,13 +336,14 @@ fn create_entries(
         mode: Some(0o644),
         ..Sattr3::default()
     });
+    let show = |i| String::from_utf8_lossy(Name::entry(i, width).as_bytes()).into_owned();
     let wait = |call: rnfs_client::PendingCall, i: u64| -> Result<(), LoadError> {
         let res = call
             .wait(decode_create)
-            .map_err(|e| setup_err(format!("CREATE {name}/f{i}"))(NfsError::Client(e)))?;
+            .map_err(|e| setup_err(format!("CREATE {name}/{}", show(i)))(NfsError::Client(e)))?;
         match res {
             CreateRes::Ok(_) => Ok(()),
-            CreateRes::Fail { status, .. } => Err(setup_err(format!("CREATE {name}/f{i}"))(
+            CreateRes::Fail { status, .. } => Err(setup_err(format!("CREATE {name}/{}", show(i)))(
                 NfsError::Status(status),
             )),
         }
@@ -353,7 +354,7 @@ fn create_entries(
     let mut pending = VecDeque::with_capacity(CREATE_WINDOW);
     let mut done = 0u64;
     for i in missing {
-        let entry = format!("f{i}");
+        let entry = Name::entry(i, width);
         let args = CreateArgs {
             where_: DirOpArgs3 {
                 dir: dir.as_fh3(),
@@ -370,7 +371,7 @@ fn create_entries(
                 u32::from(NfsProc3::Create),
                 &args,
             )
-            .map_err(|e: ClientError| setup_err(format!("CREATE {name}/{entry}"))(e.into()))?;
+            .map_err(|e: ClientError| setup_err(format!("CREATE {name}/{}", show(i)))(e.into()))?;
         pending.push_back((call, i));
         if pending.len() >= CREATE_WINDOW {
             if let Some((call, i)) = pending.pop_front() {

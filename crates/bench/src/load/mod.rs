@@ -26,7 +26,8 @@
 //! # The ops
 //! - `null`, `getattr`, `access`: one call each on the test file (`null` on
 //!   nothing);
-//! - `lookup`: LOOKUP of a random existing name in `dir-<K>`;
+//! - `lookup`: LOOKUP of a random existing name in `dir-<K>` (or
+//!   `dir-<K>-w<W>`: `name_width`);
 //! - `read`, `write`: `size` bytes at a random `size`-aligned offset of the
 //!   test file `file-<N>`. The file is made by SETATTR of its size, so it is
 //!   sparse: READs return zeros without touching a disk on either server,
@@ -154,6 +155,10 @@ pub struct LoadParams {
     pub file_size: u64,
     /// Entries of the LOOKUP/READDIRPLUS/mix directory.
     pub dir_entries: u64,
+    /// Digits of the directory's entry names: 0 for `f0` .. `f<K-1>` in
+    /// `dir-<K>`, W for `f` and W zero-padded digits in `dir-<K>-w<W>`, so
+    /// that every size of a sweep lists names of one length.
+    pub name_width: u8,
     /// A COMMIT after every this many WRITEs per connection (0: never).
     pub commit_every: u32,
     /// READDIRPLUS `maxcount` (dircount is one eighth of it).
@@ -185,6 +190,7 @@ impl LoadParams {
             size: 4096,
             file_size: 64 << 20,
             dir_entries: 1000,
+            name_width: 0,
             commit_every: 256,
             dir_page: 32 << 10,
             warmup: Duration::from_secs(2),
@@ -213,6 +219,15 @@ impl LoadParams {
         }
         if self.op.needs_dir() && self.dir_entries == 0 {
             return bad("dir-entries", "must be at least 1");
+        }
+        if self.name_width > ops::MAX_NAME_WIDTH {
+            return bad("name-width", "must be 0 to 20");
+        }
+        if self.op.needs_dir() && !ops::fits_width(self.dir_entries - 1, self.name_width) {
+            return bad(
+                "name-width",
+                "must have as many digits as the largest entry number, dir-entries - 1",
+            );
         }
         if !(1024..=(1 << 20)).contains(&self.dir_page) {
             return bad("dir-page", "must be 1K to 1M");

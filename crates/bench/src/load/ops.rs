@@ -65,6 +65,7 @@ pub(crate) struct Workload {
     /// Random offsets are `size * below(slots)`.
     offset_slots: u64,
     dir_entries: u64,
+    name_width: u8,
     commit_every: u32,
     dir_page: u32,
     pub(crate) file: Option<FileHandle>,
@@ -124,9 +125,10 @@ impl Name {
         })
     }
 
-    /// `f<n>`: the names of the directory's entries.
-    pub(crate) fn entry(n: u64) -> Name {
-        let mut digits = [0u8; 20];
+    /// `f<n>`, `n` in at least `width` digits (zero-padded): the names of
+    /// the directory's entries. `width` is at most [`MAX_NAME_WIDTH`].
+    pub(crate) fn entry(n: u64, width: u8) -> Name {
+        let mut digits = [b'0'; MAX_NAME_WIDTH as usize];
         let mut i = digits.len();
         let mut v = n;
         loop {
@@ -137,6 +139,7 @@ impl Name {
                 break;
             }
         }
+        i = i.min(digits.len().saturating_sub(usize::from(width)));
         let mut bytes = [0; 32];
         bytes[0] = b'f';
         let len = 1 + digits.len() - i;
@@ -149,6 +152,36 @@ impl Name {
 
     pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
+    }
+}
+
+/// Most digits of an entry name: those of `u64::MAX`.
+pub(crate) const MAX_NAME_WIDTH: u8 = 20;
+
+/// Whether `n` takes at most `width` digits (always, for width 0).
+pub(crate) fn fits_width(n: u64, width: u8) -> bool {
+    width == 0 || width >= MAX_NAME_WIDTH || n < 10u64.pow(u32::from(width))
+}
+
+/// The entry number `name` stands for: `f` and decimal digits, exactly
+/// `width` of them, or, for width 0, with no leading zero.
+pub(crate) fn parse_entry(name: &[u8], width: u8) -> Option<u64> {
+    let digits = name.strip_prefix(b"f")?;
+    let canonical = match width {
+        0 => !digits.starts_with(b"0") || digits.len() == 1,
+        w => digits.len() == usize::from(w),
+    };
+    if !canonical || digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+/// The directory of `k` entries named with `width` digits.
+pub(crate) fn entries_dir_name(k: u64, width: u8) -> String {
+    match width {
+        0 => format!("dir-{k}"),
+        w => format!("dir-{k}-w{w}"),
     }
 }
 
@@ -209,6 +242,7 @@ impl Workload {
             size: p.size,
             offset_slots: (p.file_size / u64::from(p.size)).max(1),
             dir_entries: p.dir_entries.max(1),
+            name_width: p.name_width,
             commit_every: p.commit_every,
             dir_page: p.dir_page,
             file: fx.file,
@@ -261,7 +295,7 @@ impl Workload {
         match self.op {
             LoadOp::CreateRemove => SlotState::Pair {
                 removing: false,
-                name: Name::entry(0),
+                name: Name::entry(0, 0),
             },
             LoadOp::Readdirplus => SlotState::Listing(Cursor::default()),
             LoadOp::Mix => SlotState::Mix {
@@ -329,7 +363,7 @@ impl Workload {
                     (NfsProc3::Readdirplus, _) => self.encode_readdirplus(buf, *cursor, xid),
                     (NfsProc3::Lookup, Some(k)) => self.encode_lookup(buf, k.name, xid),
                     (NfsProc3::Lookup, None) => {
-                        let name = Name::entry(ctx.rng.below(self.dir_entries));
+                        let name = Name::entry(ctx.rng.below(self.dir_entries), self.name_width);
                         self.encode_lookup(buf, name, xid);
                     }
                     (_, target) => {
@@ -361,7 +395,7 @@ impl Workload {
                 NfsProc3::Access
             }
             LoadOp::Lookup => {
-                let name = Name::entry(ctx.rng.below(self.dir_entries));
+                let name = Name::entry(ctx.rng.below(self.dir_entries), self.name_width);
                 self.encode_lookup(out.buf(), name, xid);
                 NfsProc3::Lookup
             }
@@ -738,12 +772,42 @@ mod tests {
 
     #[test]
     fn entry_names_are_f_and_decimal() {
-        assert_eq!(Name::entry(0).as_bytes(), b"f0");
-        assert_eq!(Name::entry(1_000_000).as_bytes(), b"f1000000");
+        assert_eq!(Name::entry(0, 0).as_bytes(), b"f0");
+        assert_eq!(Name::entry(1_000_000, 0).as_bytes(), b"f1000000");
         assert_eq!(
-            Name::entry(u64::MAX).as_bytes(),
+            Name::entry(u64::MAX, 0).as_bytes(),
             format!("f{}", u64::MAX).as_bytes()
         );
+        assert_eq!(Name::entry(0, 7).as_bytes(), b"f0000000");
+        assert_eq!(Name::entry(999_999, 7).as_bytes(), b"f0999999");
+        // Wider than the width: all the digits, as `fits_width` refuses.
+        assert_eq!(Name::entry(12_345, 3).as_bytes(), b"f12345");
+        assert_eq!(
+            Name::entry(u64::MAX, MAX_NAME_WIDTH).as_bytes(),
+            format!("f{}", u64::MAX).as_bytes()
+        );
+    }
+
+    #[test]
+    fn entry_names_parse_back_only_in_their_own_width() {
+        for width in [0, 1, 7, MAX_NAME_WIDTH] {
+            for n in [0, 9, 10, 999_999, u64::MAX] {
+                if fits_width(n, width) {
+                    let name = Name::entry(n, width);
+                    assert_eq!(parse_entry(name.as_bytes(), width), Some(n), "{n} {width}");
+                }
+            }
+        }
+        assert!(fits_width(9_999_999, 7) && !fits_width(10_000_000, 7));
+        assert_eq!(parse_entry(b"f0000012", 0), None);
+        assert_eq!(parse_entry(b"f12", 7), None);
+        assert_eq!(parse_entry(b"f00000012", 7), None);
+        assert_eq!(parse_entry(b"f", 0), None);
+        assert_eq!(parse_entry(b"f+123456", 7), None);
+        assert_eq!(parse_entry(b"g0000012", 7), None);
+        assert_eq!(parse_entry(b"f99999999999999999999", 20), None);
+        assert_eq!(entries_dir_name(1000, 0), "dir-1000");
+        assert_eq!(entries_dir_name(1000, 7), "dir-1000-w7");
     }
 
     #[test]

@@ -84,6 +84,8 @@ pub struct LoadResult {
     pub file_size: u64,
     /// Entries of the directory.
     pub dir_entries: u64,
+    /// Digits of its entry names (0: unpadded).
+    pub name_width: u8,
     /// Idle connections opened.
     pub idle_connections: u64,
     /// Load-generator threads.
@@ -241,6 +243,7 @@ pub(crate) fn build(
         size: p.size,
         file_size: p.file_size,
         dir_entries: p.dir_entries,
+        name_width: p.name_width,
         idle_connections: idle_connections as u64,
         threads: p.threads,
         warmup_s: p.warmup.as_secs_f64(),
