@@ -382,8 +382,8 @@ pub(crate) struct LoadArgs {
     /// Entries of the lookup/readdirplus/mix directory.
     #[arg(long, default_value_t = 1000)]
     dir_entries: u64,
-    /// Digits of the directory's entry names, zero-padded (0: f0 .. f<K-1>
-    /// unpadded in dir-<K>; W: f followed by W digits, in dir-<K>-w<W>).
+    /// Digits of the directory's entry names, zero-padded (0: f0, f1, ...
+    /// unpadded, in dir-K; W: f followed by W digits, in dir-K-wW).
     #[arg(long, default_value_t = 0, value_name = "W",
           value_parser = clap::value_parser!(u8).range(0..=20))]
     name_width: u8,
