@@ -38,7 +38,12 @@ fn reads_are_counted_with_latency_and_cpu() {
     assert!((r.mb_per_s * 1e6 * 0.3 - (r.ops * 4096) as f64).abs() < 4096.0);
     assert!(r.latency_us.p50 > 0.0 && r.latency_us.p50 <= r.latency_us.p99);
     assert!(r.cpu_us_per_op.is_finite() && r.cpu_us_per_op > 0.0, "{r}");
-    assert!(r.cpu_window_s >= 0.29, "{r}");
+    // The CPU is sampled by the main thread as it wakes at each edge of the
+    // 0.3 s window, so preemption on a loaded machine (this binary's tests
+    // run side by side, two I/O threads each) moves either sample by tens of
+    // milliseconds: about the window, and neither the 0.1 s warm-up alone
+    // nor the warm-up and the window together.
+    assert!((0.2..=0.38).contains(&r.cpu_window_s), "{r}");
     let json = serde_json::to_value(&r).unwrap();
     for key in [
         "ops",
