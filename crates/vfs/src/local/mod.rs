@@ -46,6 +46,18 @@
 //! miss is `Stale`. Handles other than the root's do not survive a restart or an
 //! eviction in this mode.
 //!
+//! # LOOKUP
+//! A privileged backend looks a name up with one `statx` (not following; the
+//! mount id checked, so a mount on the name, even a bind mount of this file
+//! system, is left to the descriptor path, which refuses to cross it) and
+//! takes the handle from the inode handle cache while the inode's `ctime` is
+//! the one cached with it (see `readdir.rs`, `lookup_by_name`). A miss costs
+//! `name_to_handle_at` and a second stat, which must show the first one's
+//! inode, and remembers the handle. Otherwise (unprivileged, or a name the
+//! by-name path cannot vouch for) the child is opened `O_PATH`, stat'ed and
+//! given its handle: four calls. Measured: 0.53x the server CPU per LOOKUP at
+//! 16x16 (`bench/ab lookup 16x16 8 BEFORE AFTER`).
+//!
 //! # Open files and durability
 //! READ, WRITE and COMMIT use a bounded cache (1024 by default) of descriptors
 //! opened for reading or writing, keyed by handle, so a stream of WRITEs costs one
@@ -169,6 +181,7 @@ mod readdir;
 mod sys;
 mod watches;
 
+use std::ffi::CStr;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -760,6 +773,25 @@ impl LocalFs {
             self.remember(fh, Arc::new(path_fd));
         }
         Ok((fh, attr))
+    }
+
+    /// Handle and attributes of `name` (one checked component, not a dot) in
+    /// the directory `dir`: by name where that can vouch for them
+    /// (`lookup_by_name`), else from an `O_PATH` descriptor.
+    fn lookup_child(&self, dir: BorrowedFd<'_>, name: &[u8]) -> FsResult<(BackendHandle, Attr)> {
+        if self.privileged {
+            let mut buf = [0u8; NAME_MAX + 1];
+            let c_name = buf
+                .get_mut(..name.len())
+                .map(|room| room.copy_from_slice(name))
+                .and_then(|()| buf.get(..=name.len()))
+                .and_then(|bytes| CStr::from_bytes_with_nul(bytes).ok());
+            if let Some(found) = c_name.and_then(|c_name| self.lookup_by_name(dir, c_name)) {
+                return found;
+            }
+        }
+        let fd = self.open_child_path(dir, name).map_err(errno)?;
+        self.describe_path(fd)
     }
 
     /// Unprivileged mode: `fh` now resolves to `path_fd` (an `O_PATH` descriptor).

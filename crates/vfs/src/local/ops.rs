@@ -524,11 +524,7 @@ impl Filesystem for LocalFs {
         let (fh, attr) = match name {
             b"." => (*dir, dir_attr),
             b".." => self.parent_of(&node).map_err(fail)?,
-            _ => {
-                let fd = self.open_child_path(node.fd.as_fd(), name);
-                self.describe_path(fd.map_err(errno).map_err(fail)?)
-                    .map_err(fail)?
-            }
+            _ => self.lookup_child(node.fd.as_fd(), name).map_err(fail)?,
         };
         Ok((fh, attr, Some(dir_attr)))
     }

@@ -676,6 +676,60 @@ impl LocalFs {
         Some((handle, attr))
     }
 
+    /// LOOKUP of `name` (one component, not a dot) in `dir` by name,
+    /// privileged mode only (an unprivileged handle resolves through the
+    /// descriptor its lookup leaves in `paths`). One `statx` when the inode
+    /// handle cache knows the inode it shows with the same `ctime` (see
+    /// `entry_plus_by_name` for why that is the same inode); else the handle,
+    /// then a second stat, which must show the first stat's inode (the
+    /// argument of `entry_plus_by_name`, with the first stat in the place
+    /// of `getdents`), and the handle is remembered. The descriptor path
+    /// it replaces takes four calls (`openat2`, `fstat`, `name_to_handle_at`,
+    /// `close`).
+    ///
+    /// `None` where this cannot vouch for an answer: a mount on the name
+    /// (even of this file system, which only the mount id tells), a kernel
+    /// without `statx`'s mount id, a file system without handles, or an
+    /// error other than a missing name or a refused search. The caller then
+    /// takes the descriptor path, which answers those as it always did.
+    pub(super) fn lookup_by_name(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &CStr,
+    ) -> Option<FsResult<(BackendHandle, Attr)>> {
+        let (stat, mount) = match sys::stat_with_mount(dir, name) {
+            Ok(found) => found,
+            Err(e @ (Errno::NOENT | Errno::ACCESS)) => return Some(Err(errno(e))),
+            Err(_) => return None,
+        };
+        let on_export = |dev, mount| dev == self.root_dev && mount == self.root_mount_id;
+        if !on_export(stat.st_dev, i32::try_from(mount).ok()?) {
+            return None;
+        }
+        let ino = stat.st_ino;
+        let ctime = InodeHandle::ctime_of(&stat);
+        if let Some(known) = self.inode_handles.get(&ino) {
+            if known.ctime == ctime {
+                return Some(Ok((known.handle, self.attr(&stat))));
+            }
+        }
+        // Flags 0: a final symlink is not followed, as by the stat.
+        let kernel = sys::name_to_handle(dir, name, 0).ok()?;
+        let stat = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        if stat.st_ino != ino || !on_export(stat.st_dev, kernel.mount_id) {
+            return None;
+        }
+        let handle = handle::encode(&kernel)?;
+        let known = InodeHandle {
+            handle,
+            ctime: InodeHandle::ctime_of(&stat),
+            attrs: None,
+        };
+        // What this replaces (of an older `ctime`) or evicts is plain data.
+        let _replaced = self.inode_handles.insert(ino, known);
+        Some(Ok((handle, self.attr(&stat))))
+    }
+
     /// Remembers `handle` for inode `ino`, with the `ctime` of `stat` and,
     /// if `vouch` allows, its attributes `attr`; `hint`: where `ino` was
     /// last found, if a chunk keeps that.
@@ -1395,18 +1449,21 @@ mod tests {
             return;
         }
         let root = fs.root();
-        let list = |name: &[u8]| {
+        let [large, small] = [b"large", b"small"].map(|name| {
             let (fh, _, _) = fs.lookup(&Cred::root(), &root, name).unwrap();
-            described_from(&fs, &fh, 0, usize::MAX)
-        };
+            fh
+        });
+        // The two LOOKUPs remembered theirs.
+        let looked_up = fs.inode_handles.len();
+        let list = |fh| described_from(&fs, fh, 0, usize::MAX);
         // Every entry is described either way ("." and ".." too).
-        assert_eq!(list(b"large"), 2002);
-        assert_eq!(fs.inode_handles.len(), 0);
+        assert_eq!(list(&large), 2002);
+        assert_eq!(fs.inode_handles.len(), looked_up);
         // Counted now, and still too many.
-        assert_eq!(list(b"large"), 2002);
-        assert_eq!(fs.inode_handles.len(), 0);
-        assert_eq!(list(b"small"), 7);
-        assert_eq!(fs.inode_handles.len(), 5);
+        assert_eq!(list(&large), 2002);
+        assert_eq!(fs.inode_handles.len(), looked_up);
+        assert_eq!(list(&small), 7);
+        assert_eq!(fs.inode_handles.len(), looked_up + 5);
     }
 
     /// A directory whose size in bytes suggests more entries than the cache
@@ -1454,12 +1511,14 @@ mod tests {
             taken < 5
         })
         .unwrap();
+        // The LOOKUP remembered `mid`'s.
+        let looked_up = fs.inode_handles.len();
         assert_eq!(list_from(after_three), 97);
-        assert_eq!(fs.inode_handles.len(), 0);
+        assert_eq!(fs.inode_handles.len(), looked_up);
         assert_eq!(list_from(0), 102);
-        assert_eq!(fs.inode_handles.len(), 0);
+        assert_eq!(fs.inode_handles.len(), looked_up);
         assert_eq!(list_from(0), 102);
-        assert_eq!(fs.inode_handles.len(), 100);
+        assert_eq!(fs.inode_handles.len(), looked_up + 100);
     }
 
     /// Whether `path` changed long enough ago for its streams to be kept.
@@ -1554,5 +1613,130 @@ mod tests {
         assert!(fs
             .entry_plus(dir_fd.as_fd(), c"a", attr.fileid, Describe::ByName, None)
             .is_none());
+    }
+
+    /// LOOKUP by name (`lookup_by_name`) gives what the descriptor path it
+    /// replaces gives, for every kind of object; it remembers the handle by
+    /// inode and answers from there while the `ctime` matches; a missing name
+    /// is `NoEnt`, and a name taken by another object gets that object.
+    #[test]
+    fn lookups_by_name_answer_as_the_descriptor_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        if !fs.privileged() {
+            eprintln!("skipped: the by-name path is for privileged backends");
+            return;
+        }
+        std::fs::write(dir.path().join("a"), b"a").unwrap();
+        std::fs::create_dir(dir.path().join("b")).unwrap();
+        std::os::unix::fs::symlink("/etc", dir.path().join("l")).unwrap();
+        let dir_fd = fs.root.as_fd();
+        rfs::mknodat(dir_fd, "p", RawType::Fifo, rfs::Mode::RUSR, 0).unwrap();
+        let by_name = |name: &CStr| fs.lookup_by_name(dir_fd, name).unwrap().unwrap();
+        let by_descriptor = |name: &CStr| {
+            let fd = fs.open_child_path(dir_fd, name.to_bytes()).unwrap();
+            fs.describe_path(fd).unwrap()
+        };
+        for name in [c"a", c"b", c"l", c"p"] {
+            let (fh, attr) = by_name(name);
+            assert_eq!((fh, attr), by_descriptor(name), "{name:?}");
+            let known = fs.inode_handles.get(&attr.fileid).unwrap();
+            assert_eq!(known.handle, fh, "{name:?} remembered");
+            // Now from the cache, and the same.
+            assert_eq!(by_name(name), (fh, attr), "{name:?} again");
+        }
+
+        // The cache is what answers while the ctime matches: a planted
+        // handle comes back; with another ctime the real one does, and
+        // replaces it.
+        let (a_fh, a_attr) = by_name(c"a");
+        let (b_fh, _) = by_name(c"b");
+        let known = fs.inode_handles.get(&a_attr.fileid).unwrap();
+        let planted = |ctime| InodeHandle {
+            handle: b_fh,
+            ctime,
+            attrs: None,
+        };
+        let _ = fs.inode_handles.insert(a_attr.fileid, planted(known.ctime));
+        assert_eq!(by_name(c"a"), (b_fh, a_attr));
+        let (secs, nsecs) = known.ctime;
+        let _ = fs
+            .inode_handles
+            .insert(a_attr.fileid, planted((secs - 1, nsecs)));
+        assert_eq!(by_name(c"a"), (a_fh, a_attr));
+        assert_eq!(fs.inode_handles.get(&a_attr.fileid).unwrap().handle, a_fh);
+
+        // Missing, then taken by another object.
+        assert_eq!(
+            fs.lookup_by_name(dir_fd, c"missing")
+                .map(|found| found.err()),
+            Some(Some(FsError::NoEnt))
+        );
+        std::fs::write(dir.path().join("new"), b"new").unwrap();
+        std::fs::rename(dir.path().join("new"), dir.path().join("a")).unwrap();
+        let (now_fh, now_attr) = by_name(c"a");
+        assert_ne!(now_fh, a_fh);
+        assert_ne!(now_attr.fileid, a_attr.fileid);
+        assert_eq!((now_fh, now_attr), by_descriptor(c"a"));
+    }
+
+    /// A mount on the name, even of the export's own file system with the
+    /// inode cache holding its root, is not crossed by name: LOOKUP refuses
+    /// it (`XDev`) as the descriptor path does.
+    #[test]
+    fn lookup_by_name_never_crosses_a_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        if !fs.privileged() {
+            eprintln!("skipped: the by-name path is for privileged backends");
+            return;
+        }
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        std::fs::create_dir(dir.path().join("m")).unwrap();
+        let dir_fd = fs.root.as_fd();
+        // Remembered by inode, with its ctime.
+        let (_, src) = fs.lookup_by_name(dir_fd, c"src").unwrap().unwrap();
+        let Some(_mount) = BindMount::new(&dir.path().join("src"), &dir.path().join("m")) else {
+            eprintln!("skipped: no bind mounts here");
+            return;
+        };
+        let through = std::fs::metadata(dir.path().join("m")).unwrap();
+        assert_eq!((through.ino(), through.dev()), (src.fileid, fs.root_dev));
+        assert!(fs.lookup_by_name(dir_fd, c"m").is_none());
+        assert_eq!(
+            fs.lookup(&Cred::root(), &fs.root(), b"m")
+                .err()
+                .map(|(e, _)| e),
+            Some(FsError::XDev)
+        );
+    }
+
+    /// A bind mount, detached when dropped.
+    struct BindMount(std::ffi::CString);
+
+    impl BindMount {
+        fn new(source: &std::path::Path, target: &std::path::Path) -> Option<Self> {
+            use std::os::unix::ffi::OsStrExt;
+            let c = |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+            let (source, target) = (c(source), c(target));
+            // SAFETY: NUL-terminated paths, no data.
+            let rc = unsafe {
+                libc::mount(
+                    source.as_ptr(),
+                    target.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )
+            };
+            (rc == 0).then_some(Self(target))
+        }
+    }
+
+    impl Drop for BindMount {
+        fn drop(&mut self) {
+            // SAFETY: a NUL-terminated path.
+            let _ = unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
+        }
     }
 }

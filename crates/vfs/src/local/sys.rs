@@ -4,6 +4,7 @@
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
+use rustix::fs::{self as rfs, AtFlags, Stat, StatxFlags};
 use rustix::io::Errno;
 
 /// `MAX_HANDLE_SZ` from `<linux/exportfs.h>`: the largest kernel file handle.
@@ -234,4 +235,38 @@ pub(super) fn pread_append(
         done += n;
     }
     Ok(done)
+}
+
+/// `statx(dirfd, name, AT_SYMLINK_NOFOLLOW)` with the mount id: the stat of
+/// `name` (a final symlink is not followed; a mount on `name` is entered)
+/// and the id of the mount it resolved on, the id `name_to_handle_at`
+/// reports. `ENOSYS` where the kernel leaves out a basic field or the mount
+/// id (before Linux 5.8).
+pub(super) fn stat_with_mount(dirfd: BorrowedFd<'_>, name: &CStr) -> Result<(Stat, u64), Errno> {
+    let want = StatxFlags::BASIC_STATS | StatxFlags::MNT_ID;
+    let x = rfs::statx(dirfd, name, AtFlags::SYMLINK_NOFOLLOW, want)?;
+    if !StatxFlags::from_bits_retain(x.stx_mask).contains(want) {
+        return Err(Errno::NOSYS);
+    }
+    // SAFETY: `Stat` is a C struct of integers and padding, for which all
+    // zero bits are a valid value.
+    let mut st: Stat = unsafe { std::mem::zeroed() };
+    // `as _`: the field types differ between architectures; each value fits.
+    st.st_dev = rfs::makedev(x.stx_dev_major, x.stx_dev_minor) as _;
+    st.st_ino = x.stx_ino as _;
+    st.st_nlink = x.stx_nlink as _;
+    st.st_mode = x.stx_mode.into();
+    st.st_uid = x.stx_uid;
+    st.st_gid = x.stx_gid;
+    st.st_rdev = rfs::makedev(x.stx_rdev_major, x.stx_rdev_minor) as _;
+    st.st_size = x.stx_size as _;
+    st.st_blksize = x.stx_blksize as _;
+    st.st_blocks = x.stx_blocks as _;
+    st.st_atime = x.stx_atime.tv_sec as _;
+    st.st_atime_nsec = x.stx_atime.tv_nsec as _;
+    st.st_mtime = x.stx_mtime.tv_sec as _;
+    st.st_mtime_nsec = x.stx_mtime.tv_nsec as _;
+    st.st_ctime = x.stx_ctime.tv_sec as _;
+    st.st_ctime_nsec = x.stx_ctime.tv_nsec as _;
+    Ok((st, x.stx_mnt_id))
 }
