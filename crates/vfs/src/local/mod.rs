@@ -181,7 +181,6 @@ mod readdir;
 mod sys;
 mod watches;
 
-use std::ffi::CStr;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -191,7 +190,7 @@ use std::sync::Arc;
 
 use rustix::fs::{self as rfs, AtFlags, FileType as RawType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
-use rustix::path::DecInt;
+use rustix::path::{Arg, DecInt};
 
 use self::cache::ClockCache;
 use self::dirstreams::{DirStream, StreamKey};
@@ -780,13 +779,9 @@ impl LocalFs {
     /// (`lookup_by_name`), else from an `O_PATH` descriptor.
     fn lookup_child(&self, dir: BorrowedFd<'_>, name: &[u8]) -> FsResult<(BackendHandle, Attr)> {
         if self.privileged {
-            let mut buf = [0u8; NAME_MAX + 1];
-            let c_name = buf
-                .get_mut(..name.len())
-                .map(|room| room.copy_from_slice(name))
-                .and_then(|()| buf.get(..=name.len()))
-                .and_then(|bytes| CStr::from_bytes_with_nul(bytes).ok());
-            if let Some(found) = c_name.and_then(|c_name| self.lookup_by_name(dir, c_name)) {
+            // A name of at most NAME_MAX bytes is made a C string on the stack.
+            let by_name = name.into_with_c_str(|name| Ok(self.lookup_by_name(dir, name)));
+            if let Ok(Some(found)) = by_name {
                 return found;
             }
         }
