@@ -616,6 +616,22 @@ def human(x, unit=""):
     return f"{x:g}{unit if unit != 'B' else ' B'}"
 
 
+def repetitions(runs, default):
+    """How many repetitions each point had: one figure if every sweep had the
+    same, else per sweep (reruns with --only may use another --repeat)."""
+    by_sweep = {}
+    for r in runs:
+        rep = r.get("rep")
+        if str(rep).isdigit():
+            sweep = str(r["sweep"]).split("-")[0]
+            by_sweep[sweep] = max(by_sweep.get(sweep, 0), int(rep))
+    counts = set(by_sweep.values())
+    if len(counts) <= 1:
+        n = counts.pop() if counts else default
+        return f"{n} repetition(s) per point"
+    return "repetitions per point: " + ", ".join(f"{k} {v}" for k, v in by_sweep.items())
+
+
 def sweeps_report(results, img_prefix):
     meta = load_json(os.path.join(results, "meta.json")) or {}
     runs = read_runs(results)
@@ -625,7 +641,7 @@ def sweeps_report(results, img_prefix):
     lines.append(
         f"Method: each point runs `rnfs bench load` for {p.get('warmup', '?')} s warm-up + "
         f"{p.get('duration', '?')} s measured against `rnfs serve` (release, lwq, local backend unless "
-        f"said otherwise) on 127.0.0.1, {p.get('repeat', 1)} repetition(s) per point (medians "
+        f"said otherwise) on 127.0.0.1, {repetitions(runs, p.get('repeat', 1))} (medians "
         f"[min–max]). \"Largest / smallest\" divides a per-call figure (µs per call = 1/calls/s, latency, "
         f"CPU per call, time per entry) at the largest size by the same at the smallest: the issue's "
         f"target is at most 1.2x. The verdict is the medians'; \"best runs\" divides the best run at "
