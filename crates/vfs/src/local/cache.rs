@@ -191,6 +191,27 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
         guard.put(hash, key, value)
     }
 
+    /// [`insert`](Self::insert) of `value`, unless `key` has a value that
+    /// `merge(cached, &value)` takes `value` into (changing `cached` in
+    /// place, under the shard's lock) and returns `true` for. Counts no
+    /// update. Returns what was replaced or evicted, for the caller to drop
+    /// outside the lock.
+    pub(super) fn insert_or_merge(
+        &self,
+        key: K,
+        value: V,
+        merge: impl FnOnce(&mut V, &V) -> bool,
+    ) -> Option<V> {
+        let (hash, mut guard) = self.shard(&key);
+        let shard = &mut *guard;
+        if let Some(slot) = shard.find(hash, &key).and_then(|i| shard.slots.get_mut(i)) {
+            if merge(&mut slot.value, &value) {
+                return None;
+            }
+        }
+        guard.put(hash, key, value)
+    }
+
     /// [`insert`](Self::insert) of `make(updated)`, where `updated` says
     /// whether an [`update`](Self::update) ran in `key`'s shard since
     /// `since` was taken ([`updates`](Self::updates)). Decided under the
@@ -550,6 +571,27 @@ mod tests {
             let expect = (i % 3 != 0).then_some(i);
             assert_eq!(cache.get(&key(i)), expect);
         }
+    }
+
+    /// `insert_or_merge` changes a value in place when `merge` takes the new
+    /// one, and replaces it (or inserts) otherwise.
+    #[test]
+    fn insert_or_merge_keeps_what_merge_takes() {
+        let cache = ClockCache::new(SHARDS * 4);
+        let sum = |cached: &mut u32, new: &u32| {
+            let takes = *new < 10;
+            if takes {
+                *cached += *new;
+            }
+            takes
+        };
+        assert_eq!(cache.insert_or_merge(key(1), 5, sum), None);
+        assert_eq!(cache.get(&key(1)), Some(5));
+        assert_eq!(cache.insert_or_merge(key(1), 3, sum), None);
+        assert_eq!(cache.get(&key(1)), Some(8));
+        assert_eq!(cache.insert_or_merge(key(1), 20, sum), Some(8));
+        assert_eq!(cache.get(&key(1)), Some(20));
+        assert_eq!(cache.updates(), [0; SHARDS], "merging is no update");
     }
 
     /// `get_many` answers as `get` key by key, in order, over every shard,

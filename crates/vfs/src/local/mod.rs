@@ -51,7 +51,8 @@
 //! mount id checked, so a mount on the name, even a bind mount of this file
 //! system, is left to the descriptor path, which refuses to cross it) and
 //! takes the handle from the inode handle cache while the inode's `ctime` is
-//! the one cached with it (see `readdir.rs`, `lookup_by_name`). A miss costs
+//! the one cached with it, and was settled when cached (see `readdir.rs`,
+//! `lookup_by_name`). A miss costs
 //! `name_to_handle_at` and a second stat, which must show the first one's
 //! inode, and remembers the handle. Otherwise (unprivileged, or a name the
 //! by-name path cannot vouch for) the child is opened `O_PATH`, stat'ed and

@@ -595,8 +595,10 @@ impl LocalFs {
     /// unlink set the old one's). Only a delete and a re-create on the same
     /// number within one timestamp tick could pass, and the handle would
     /// then be of the deleted file (`Stale` when used, which clients recover
-    /// from by looking the name up again). Any change to the inode (write,
-    /// chmod, rename, link) moves `ctime` and costs one refresh.
+    /// from by looking the name up again: LOOKUP uses only entries whose
+    /// `ctime` was settled when remembered, see `lookup_by_name`). Any
+    /// change to the inode (write, chmod, rename, link) moves `ctime` and
+    /// costs one refresh.
     ///
     /// A mismatch goes to the descriptor path rather than to no plus data: it
     /// answers as before this path existed (nothing for a mount point, which
@@ -651,7 +653,8 @@ impl LocalFs {
             {
                 let attr = self.attr(&stat);
                 if vouch.is_some() && attrs_cacheable(&attr) {
-                    self.remember_inode(d_ino, known.handle, &stat, &attr, vouch, hint);
+                    let settled = known.settled;
+                    self.remember_inode(d_ino, known.handle, &stat, &attr, vouch, hint, settled);
                 }
                 return Some((known.handle, attr));
             }
@@ -671,7 +674,7 @@ impl LocalFs {
         let handle = handle::encode(&kernel)?;
         let attr = self.attr(&stat);
         if remember {
-            self.remember_inode(d_ino, handle, &stat, &attr, vouch, hint);
+            self.remember_inode(d_ino, handle, &stat, &attr, vouch, hint, false);
         }
         Some((handle, attr))
     }
@@ -679,13 +682,24 @@ impl LocalFs {
     /// LOOKUP of `name` (one component, not a dot) in `dir` by name,
     /// privileged mode only (an unprivileged handle resolves through the
     /// descriptor its lookup leaves in `paths`). One `statx` when the inode
-    /// handle cache knows the inode it shows with the same `ctime` (see
-    /// `entry_plus_by_name` for why that is the same inode); else the handle,
-    /// then a second stat, which must show the first stat's inode (the
-    /// argument of `entry_plus_by_name`, with the first stat in the place
-    /// of `getdents`), and the handle is remembered. The descriptor path
-    /// it replaces takes four calls (`openat2`, `fstat`, `name_to_handle_at`,
+    /// handle cache knows the inode it shows with the same `ctime`, settled
+    /// when it was remembered; else the handle, then a second stat, which
+    /// must show the first stat's inode (the argument of
+    /// `entry_plus_by_name`, with the first stat in the place of
+    /// `getdents`), and the handle is remembered. The descriptor path it
+    /// replaces takes four calls (`openat2`, `fstat`, `name_to_handle_at`,
     /// `close`).
+    ///
+    /// Why settled: a file deleted and re-created on the same inode number
+    /// within one timestamp tick shows the old file's `ctime`, and the cache
+    /// would pair it with the deleted file's handle. A client recovers from
+    /// such a handle (`Stale`) by looking the name up again, so LOOKUP must
+    /// not answer from such a pair: it uses an entry only if its `ctime` was
+    /// already older than a tick plus the file system's granularity when
+    /// remembered (`dirstreams::settled`), so that no later change, a
+    /// re-creation included, can be stamped with it. A recent one costs the
+    /// three calls until it settles, and the miss replaces the entry with
+    /// the name's current handle.
     ///
     /// `None` where this cannot vouch for an answer: a mount on the name
     /// (even of this file system, which only the mount id tells), a kernel
@@ -709,7 +723,7 @@ impl LocalFs {
         let ino = stat.st_ino;
         let ctime = InodeHandle::ctime_of(&stat);
         if let Some(known) = self.inode_handles.get(&ino) {
-            if known.ctime == ctime {
+            if known.ctime == ctime && known.settled {
                 return Some(Ok((known.handle, self.attr(&stat))));
             }
         }
@@ -723,16 +737,31 @@ impl LocalFs {
         let known = InodeHandle {
             handle,
             ctime: InodeHandle::ctime_of(&stat),
+            settled: InodeHandle::settled_now(&stat),
             attrs: None,
         };
-        // What this replaces (of an older `ctime`) or evicts is plain data.
-        let _replaced = self.inode_handles.insert(ino, known);
+        // The same handle with the same `ctime` keeps what it holds (a
+        // listing's cached attributes) and only learns that the `ctime` has
+        // settled; anything else is replaced. What this replaces or evicts
+        // is plain data.
+        let _replaced = self
+            .inode_handles
+            .insert_or_merge(ino, known, |cached, new| {
+                let same = cached.handle == new.handle && cached.ctime == new.ctime;
+                if same {
+                    cached.settled |= new.settled;
+                }
+                same
+            });
         Some(Ok((handle, self.attr(&stat))))
     }
 
     /// Remembers `handle` for inode `ino`, with the `ctime` of `stat` and,
     /// if `vouch` allows, its attributes `attr`; `hint`: where `ino` was
-    /// last found, if a chunk keeps that.
+    /// last found, if a chunk keeps that. `settled`: whether that ctime was
+    /// settled when the handle was first remembered with it (else it is
+    /// judged now, one clock read).
+    #[allow(clippy::too_many_arguments, reason = "one private helper's call sites")]
     fn remember_inode(
         &self,
         ino: u64,
@@ -741,10 +770,13 @@ impl LocalFs {
         attr: &Attr,
         vouch: Option<Vouch>,
         hint: Option<&SlotHint>,
+        settled: bool,
     ) {
+        let settled = settled || InodeHandle::settled_now(stat);
         let known = |attrs| InodeHandle {
             handle,
             ctime: InodeHandle::ctime_of(stat),
+            settled,
             attrs,
         };
         // What these replace or evict is plain data.
@@ -1043,6 +1075,11 @@ impl CachedAttrs {
 pub(super) struct InodeHandle {
     handle: BackendHandle,
     ctime: (i64, u64),
+    /// Whether `ctime` was settled (`dirstreams::settled`) when the handle
+    /// was remembered: no later change can be stamped with it, so no file
+    /// re-created on the same inode number can show it (see
+    /// `lookup_by_name`). LOOKUP answers only from settled entries.
+    settled: bool,
     /// The attributes, while they can be vouched for.
     attrs: Option<CachedAttrs>,
 }
@@ -1050,6 +1087,11 @@ pub(super) struct InodeHandle {
 impl InodeHandle {
     fn ctime_of(stat: &rustix::fs::Stat) -> (i64, u64) {
         (stat.st_ctime, stat.st_ctime_nsec)
+    }
+
+    /// Whether `stat`'s ctime is settled now (`stat` taken before this).
+    fn settled_now(stat: &rustix::fs::Stat) -> bool {
+        dirstreams::settled(dirstreams::ctime(stat), SystemTime::now())
     }
 }
 
@@ -1266,6 +1308,7 @@ mod tests {
             &attr,
             Some(vouch(Some(before))),
             None,
+            false,
         );
         assert!(!cached(), "a listing older than a change stores nothing");
         fs.remember_inode(
@@ -1275,6 +1318,7 @@ mod tests {
             &attr,
             Some(vouch(Some(after))),
             None,
+            false,
         );
         assert!(cached());
     }
@@ -1633,11 +1677,20 @@ mod tests {
             let fd = fs.open_child_path(dir_fd, name.to_bytes()).unwrap();
             fs.describe_path(fd).unwrap()
         };
+        // Remembered once their ctimes are settled.
+        for name in ["a", "b", "l", "p"] {
+            let meta = std::fs::symlink_metadata(dir.path().join(name)).unwrap();
+            let ctime = (meta.ctime(), u64::try_from(meta.ctime_nsec()).unwrap());
+            while !dirstreams::settled(ctime, SystemTime::now()) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
         for name in [c"a", c"b", c"l", c"p"] {
             let (fh, attr) = by_name(name);
             assert_eq!((fh, attr), by_descriptor(name), "{name:?}");
             let known = fs.inode_handles.get(&attr.fileid).unwrap();
             assert_eq!(known.handle, fh, "{name:?} remembered");
+            assert!(known.settled, "{name:?}");
             // Now from the cache, and the same.
             assert_eq!(by_name(name), (fh, attr), "{name:?} again");
         }
@@ -1648,17 +1701,28 @@ mod tests {
         let (a_fh, a_attr) = by_name(c"a");
         let (b_fh, _) = by_name(c"b");
         let known = fs.inode_handles.get(&a_attr.fileid).unwrap();
-        let planted = |ctime| InodeHandle {
+        let planted = |ctime, settled| InodeHandle {
             handle: b_fh,
             ctime,
+            settled,
             attrs: None,
         };
-        let _ = fs.inode_handles.insert(a_attr.fileid, planted(known.ctime));
+        let _ = fs
+            .inode_handles
+            .insert(a_attr.fileid, planted(known.ctime, true));
         assert_eq!(by_name(c"a"), (b_fh, a_attr));
         let (secs, nsecs) = known.ctime;
         let _ = fs
             .inode_handles
-            .insert(a_attr.fileid, planted((secs - 1, nsecs)));
+            .insert(a_attr.fileid, planted((secs - 1, nsecs), true));
+        assert_eq!(by_name(c"a"), (a_fh, a_attr));
+        assert_eq!(fs.inode_handles.get(&a_attr.fileid).unwrap().handle, a_fh);
+        // Nor with a ctime that was not settled when remembered: a file
+        // re-created on the same inode number within a timestamp tick would
+        // show it.
+        let _ = fs
+            .inode_handles
+            .insert(a_attr.fileid, planted(known.ctime, false));
         assert_eq!(by_name(c"a"), (a_fh, a_attr));
         assert_eq!(fs.inode_handles.get(&a_attr.fileid).unwrap().handle, a_fh);
 
@@ -1674,6 +1738,14 @@ mod tests {
         assert_ne!(now_fh, a_fh);
         assert_ne!(now_attr.fileid, a_attr.fileid);
         assert_eq!((now_fh, now_attr), by_descriptor(c"a"));
+        // Remembered, but its ctime is too recent to answer from (still
+        // recent now, so it was when remembered; a loaded machine may have
+        // let it settle in between).
+        let known = fs.inode_handles.get(&now_attr.fileid).unwrap();
+        assert_eq!(known.handle, now_fh);
+        if !dirstreams::settled(known.ctime, SystemTime::now()) {
+            assert!(!known.settled);
+        }
     }
 
     /// A mount on the name, even of the export's own file system with the
