@@ -649,7 +649,7 @@ impl LocalFs {
             // mounted root's); the handle was taken on the export's mount.
             if stat.st_ino == d_ino
                 && stat.st_dev == self.root_dev
-                && known.ctime == InodeHandle::ctime_of(&stat)
+                && known.ctime == dirstreams::ctime(&stat)
             {
                 let attr = self.attr(&stat);
                 if vouch.is_some() && attrs_cacheable(&attr) {
@@ -721,7 +721,7 @@ impl LocalFs {
             return None;
         }
         let ino = stat.st_ino;
-        let ctime = InodeHandle::ctime_of(&stat);
+        let ctime = dirstreams::ctime(&stat);
         if let Some(known) = self.inode_handles.get(&ino) {
             if known.ctime == ctime && known.settled {
                 return Some(Ok((known.handle, self.attr(&stat))));
@@ -736,7 +736,7 @@ impl LocalFs {
         let handle = handle::encode(&kernel)?;
         let known = InodeHandle {
             handle,
-            ctime: InodeHandle::ctime_of(&stat),
+            ctime: dirstreams::ctime(&stat),
             settled: InodeHandle::settled_now(&stat),
             attrs: None,
         };
@@ -775,7 +775,7 @@ impl LocalFs {
         let settled = settled || InodeHandle::settled_now(stat);
         let known = |attrs| InodeHandle {
             handle,
-            ctime: InodeHandle::ctime_of(stat),
+            ctime: dirstreams::ctime(stat),
             settled,
             attrs,
         };
@@ -1074,7 +1074,7 @@ impl CachedAttrs {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct InodeHandle {
     handle: BackendHandle,
-    ctime: (i64, u64),
+    ctime: dirstreams::Ctime,
     /// Whether `ctime` was settled (`dirstreams::settled`) when the handle
     /// was remembered: no later change can be stamped with it, so no file
     /// re-created on the same inode number can show it (see
@@ -1085,10 +1085,6 @@ pub(super) struct InodeHandle {
 }
 
 impl InodeHandle {
-    fn ctime_of(stat: &rustix::fs::Stat) -> (i64, u64) {
-        (stat.st_ctime, stat.st_ctime_nsec)
-    }
-
     /// Whether `stat`'s ctime is settled now (`stat` taken before this).
     fn settled_now(stat: &rustix::fs::Stat) -> bool {
         dirstreams::settled(dirstreams::ctime(stat), SystemTime::now())
@@ -1533,9 +1529,7 @@ mod tests {
             return;
         }
         // Streams of a directory changed in the last few ms are not kept.
-        while !settled_now(&mid) {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        wait_until_settled(&mid);
         let options = LocalOptions {
             inode_handles: usize::try_from(capacity).unwrap(),
             ..LocalOptions::default()
@@ -1565,10 +1559,17 @@ mod tests {
         assert_eq!(fs.inode_handles.len(), looked_up + 100);
     }
 
-    /// Whether `path` changed long enough ago for its streams to be kept.
+    /// Whether `path` (not following a symlink) changed long enough ago for
+    /// its streams to be kept and its handle to answer LOOKUP.
     fn settled_now(path: &std::path::Path) -> bool {
-        let stat = rustix::fs::stat(path).unwrap();
-        dirstreams::settled(dirstreams::ctime(&stat), SystemTime::now())
+        InodeHandle::settled_now(&rustix::fs::lstat(path).unwrap())
+    }
+
+    /// Waits until `path` is `settled_now`.
+    fn wait_until_settled(path: &std::path::Path) {
+        while !settled_now(path) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// Lists `dir` with READDIRPLUS from `cookie` to its end, in pages of
@@ -1679,11 +1680,7 @@ mod tests {
         };
         // Remembered once their ctimes are settled.
         for name in ["a", "b", "l", "p"] {
-            let meta = std::fs::symlink_metadata(dir.path().join(name)).unwrap();
-            let ctime = (meta.ctime(), u64::try_from(meta.ctime_nsec()).unwrap());
-            while !dirstreams::settled(ctime, SystemTime::now()) {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
+            wait_until_settled(&dir.path().join(name));
         }
         for name in [c"a", c"b", c"l", c"p"] {
             let (fh, attr) = by_name(name);
