@@ -196,6 +196,10 @@ pub struct FileStats {
     pub reads_sent: u64,
     /// READs sent ahead of a sequential reader.
     pub read_ahead_reads: u64,
+    /// WRITEs made synchronously because background calls (of every file)
+    /// held their share of the connection's slots
+    /// ([`RpcClient::submit_background`](crate::RpcClient::submit_background)).
+    pub synchronous_writes: u64,
     /// Bytes served from read-ahead.
     pub read_ahead_hit_bytes: u64,
 }
@@ -689,6 +693,9 @@ impl NfsFile {
         st.busy -= 1;
         match sent {
             Sent::Write(id, Ok(call)) => {
+                if call.was_synchronous() {
+                    st.stats.synchronous_writes += 1;
+                }
                 st.pending.insert(id, call);
             }
             Sent::Write(id, Err(e)) => st.wb.handle_write_reply(self.now(), id, Err(e)),

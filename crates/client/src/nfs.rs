@@ -105,18 +105,41 @@ pub struct DirPage<E> {
 
 /// A WRITE sent by [`NfsClient::start_write`], not yet collected.
 #[derive(Debug)]
-pub struct PendingWrite(PendingCall);
+pub struct PendingWrite(WriteState);
+
+#[derive(Debug)]
+enum WriteState {
+    /// In flight, holding a background slot.
+    Sent(PendingCall),
+    /// Made synchronously: the background slots were all held.
+    Done(Result<WriteOutcome, NfsError>),
+}
 
 impl PendingWrite {
     /// Whether the reply has arrived ([`wait`](Self::wait) will not block).
     pub fn is_ready(&self) -> bool {
-        self.0.is_ready()
+        match &self.0 {
+            WriteState::Sent(call) => call.is_ready(),
+            WriteState::Done(_) => true,
+        }
     }
 
     /// Waits for the reply.
     pub fn wait(self) -> Result<WriteOutcome, NfsError> {
-        let res = self.0.wait(decoded::<WriteRes>)?;
-        res.into_ok().map(write_outcome).map_err(fail)
+        match self.0 {
+            WriteState::Sent(call) => {
+                let res = call.wait(decoded::<WriteRes>)?;
+                res.into_ok().map(write_outcome).map_err(fail)
+            }
+            WriteState::Done(outcome) => outcome,
+        }
+    }
+
+    /// Whether the WRITE was made synchronously because background calls
+    /// held their share of the connection's slots
+    /// ([`RpcClient::submit_background`](crate::RpcClient::submit_background)).
+    pub fn was_synchronous(&self) -> bool {
+        matches!(self.0, WriteState::Done(_))
     }
 }
 
@@ -485,7 +508,10 @@ impl NfsClient {
             .map(PendingRead))
     }
 
-    /// Sends a WRITE without waiting for it.
+    /// Sends a WRITE without waiting for it, as a background call
+    /// ([`RpcClient::submit_background`](crate::RpcClient::submit_background)):
+    /// when background calls already hold their share of the connection's
+    /// slots, makes it synchronously instead, and the result is ready.
     pub fn start_write(
         &self,
         fh: &FileHandle,
@@ -494,7 +520,17 @@ impl NfsClient {
         stable: StableHow,
     ) -> Result<PendingWrite, NfsError> {
         let args = write_args(fh, offset, data, stable);
-        Ok(PendingWrite(self.nfs_submit(NfsProc3::Write, &args)?))
+        let proc_ = u32::from(NfsProc3::Write);
+        match self
+            .rpc
+            .submit_background(&self.cred, NFS_PROGRAM, NFS_V3, proc_, &args)?
+        {
+            Some(call) => Ok(PendingWrite(WriteState::Sent(call))),
+            None => Ok(PendingWrite(WriteState::Done(
+                self.nfs_ok::<WriteRes>(NfsProc3::Write, &args)
+                    .map(write_outcome),
+            ))),
+        }
     }
 
     /// WRITE `data` at `offset`.

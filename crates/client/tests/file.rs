@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{open, TestServer};
-use rnfs_client::{DirtyBudget, IoConfig, NfsFile, Session};
+use rnfs_client::{ClientOptions, DirtyBudget, IoConfig, NfsFile, Session};
 use rnfs_nfs3::{CreateHow3, FileHandle, Sattr3};
 
 const KIB: usize = 1024;
@@ -205,6 +205,106 @@ fn sequential_reads_are_read_ahead() {
         assert_eq!(&buf[..n], &data[off..off + n]);
     }
     assert!(f.stats().read_ahead_reads <= ahead + 1);
+}
+
+/// Runs `work` on a thread and fails if it has not finished in a minute:
+/// a client that runs out of slots waits in the backlog for ever.
+fn within_a_minute(what: &str, work: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        work();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("{what}: hung"),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
+    }
+}
+
+/// A connection of 8 slots, so that background calls can fill it.
+fn eight_slots() -> ClientOptions {
+    ClientOptions {
+        max_slots: 8,
+        ..ClientOptions::default()
+    }
+}
+
+#[test]
+fn one_thread_writing_many_files_in_turn_never_runs_out_of_slots() {
+    // Each file's early WRITEs stay uncollected until that file is written
+    // again: 24 files x up to 4 of them is far more than 8 slots.
+    let server = TestServer::start();
+    let s = Arc::new(server.session_with(eight_slots()));
+    let dir = server.scratch(&s);
+    let budget = DirtyBudget::new(DirtyBudget::DEFAULT_MAX_BYTES);
+    let handles: Vec<_> = (0..24)
+        .map(|i| create(&s, &dir, &format!("w{i}")))
+        .collect();
+    let files: Vec<_> = handles
+        .iter()
+        .map(|fh| open(&s, *fh, config(4 * KIB as u32, 4), &budget))
+        .collect();
+    let files = Arc::new(files);
+    let writer = Arc::clone(&files);
+    within_a_minute("round-robin writer", move || {
+        for round in 0..8u32 {
+            for (i, f) in writer.iter().enumerate() {
+                let piece = pattern(8 * KIB, round * 100 + i as u32);
+                let at = u64::from(round) * 8 * KIB as u64;
+                assert_eq!(f.write(at, &piece).unwrap(), piece.len());
+            }
+        }
+        for f in writer.iter() {
+            f.close().unwrap();
+        }
+    });
+    let synchronous: u64 = files.iter().map(|f| f.stats().synchronous_writes).sum();
+    let sent: u64 = files.iter().map(|f| f.stats().writes_sent).sum();
+    assert!(synchronous > 0, "the background share was reached");
+    assert!(synchronous < sent, "but most WRITEs were background ones");
+    for (i, fh) in handles.iter().enumerate() {
+        let f = open(&s, *fh, IoConfig::default(), &budget);
+        let want: Vec<u8> = (0..8u32)
+            .flat_map(|round| pattern(8 * KIB, round * 100 + i as u32))
+            .collect();
+        assert!(read_all(&f, 64 * KIB) == want, "file w{i} reads back");
+    }
+}
+
+#[test]
+fn one_thread_reading_many_files_in_turn_never_runs_out_of_slots() {
+    // Read-ahead READs stay cached, holding their slots, until their file is
+    // read again: 16 files x up to 8 of them is far more than 8 slots.
+    let server = TestServer::start();
+    let s = Arc::new(server.session_with(eight_slots()));
+    let dir = server.scratch(&s);
+    let budget = DirtyBudget::new(DirtyBudget::DEFAULT_MAX_BYTES);
+    let mut want = Vec::new();
+    let mut files = Vec::new();
+    for i in 0..16u32 {
+        let fh = create(&s, &dir, &format!("r{i}"));
+        let data = pattern(MIB, i);
+        s.nfs()
+            .write(&fh, 0, &data, rnfs_nfs3::StableHow::FileSync)
+            .unwrap();
+        files.push(open(&s, fh, config(64 * KIB as u32, 4), &budget));
+        want.push(data);
+    }
+    let files = Arc::new(files);
+    let reader = Arc::clone(&files);
+    within_a_minute("round-robin reader", move || {
+        let mut buf = vec![0u8; 32 * KIB];
+        for at in (0..MIB).step_by(32 * KIB) {
+            for (f, data) in reader.iter().zip(&want) {
+                let n = f.read(at as u64, &mut buf).unwrap();
+                assert!(buf[..n] == data[at..at + n], "read at {at}");
+                assert_eq!(n, 32 * KIB);
+            }
+        }
+    });
+    let ahead: u64 = files.iter().map(|f| f.stats().read_ahead_reads).sum();
+    assert!(ahead > 0, "read-ahead still ran");
 }
 
 #[test]
@@ -446,7 +546,7 @@ fn experiment_getattr_latency_during_streaming_writes() {
 #[test]
 fn fsync_reports_the_data_lost_when_calls_are_aborted() {
     let mut server = TestServer::rnfs(common::Backend::Memory);
-    let s = server.session_with(rnfs_client::ClientOptions {
+    let s = server.session_with(ClientOptions {
         hard: true,
         ..Default::default()
     });

@@ -47,6 +47,9 @@ pub(crate) struct CallState {
     /// that task to write with others in one `writev` (`reactor.rs`).
     #[cfg_attr(not(all(feature = "tokio", not(loom))), allow(dead_code))]
     is_async: bool,
+    /// Counted in the connection's background calls until the slot is
+    /// released (`Conn::take_background`).
+    background: bool,
 }
 
 impl CallState {
@@ -84,9 +87,17 @@ impl CallState {
             finished: false,
             leads,
             is_async,
+            background: false,
         };
         call.send(now);
         call
+    }
+
+    /// Marks a call that took one of the connection's background counts
+    /// (`Conn::take_background`); releasing the slot gives it back.
+    pub(crate) fn counted_as_background(mut self) -> Self {
+        self.background = true;
+        self
     }
 
     fn slot(&self) -> Option<&Slot> {
@@ -218,6 +229,9 @@ impl CallState {
     fn release_slot(&self) {
         let baton = self.slot().is_some_and(Slot::leave_lead);
         self.conn.slots.release(self.idx);
+        if self.background {
+            self.conn.give_back_background();
+        }
         if baton {
             self.conn.reading.pass_on(&self.conn.slots);
         }

@@ -57,7 +57,7 @@ use super::reactor::{Stint, Watched};
 use super::slots::{Delivery, Slot, SlotTable};
 use super::socket;
 use super::sync::{
-    fence, lock, park, AtomicBool, AtomicU64, Mutex, Ordering, TryLock, TryLockGuard,
+    fence, lock, park, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering, TryLock, TryLockGuard,
 };
 use super::ClientOptions;
 
@@ -137,6 +137,19 @@ pub(crate) struct Conn {
     /// mapped yet (glibc gives the freed top of its heap back to the kernel),
     /// and seed 002's READs then took 3 page faults per reply.
     spare_records: ArrayQueue<Vec<u8>>,
+    /// Slots held by background calls (write-behind, read-ahead), at most
+    /// [`background_limit`]: a background call keeps its slot until its
+    /// owner collects it, which may be never while that owner waits on
+    /// another call, so they must leave slots for calls whose caller waits.
+    background: AtomicU32,
+}
+
+/// How many of `max_slots` background calls may hold at once: all but a
+/// quarter (at least one slot stays for waited-for calls when there are
+/// two or more).
+pub(crate) fn background_limit(max_slots: u32) -> u32 {
+    let reserve = (max_slots / 4).max(1);
+    max_slots.saturating_sub(reserve).max(1)
 }
 
 /// Most reply buffers a connection keeps for reuse.
@@ -186,6 +199,7 @@ impl Conn {
             closing: AtomicBool::new(false),
             created: Instant::now(),
             spare_records: ArrayQueue::new(SPARE_RECORDS),
+            background: AtomicU32::new(0),
             options,
         });
         conn.install(&stream)?;
@@ -243,6 +257,24 @@ impl Conn {
             .clone()
             .unwrap_or_else(|| "not connected".into());
         ClientError::Disconnected(why)
+    }
+
+    /// Counts a background call in, unless they hold their limit of slots.
+    pub(crate) fn take_background(&self) -> bool {
+        let limit = background_limit(self.options.max_slots);
+        // Relaxed: a count, publishing nothing; the slot itself is handed
+        // over by the slot table's own orderings.
+        self.background
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Counts a background call out (its slot was released).
+    pub(crate) fn give_back_background(&self) {
+        // Relaxed: as in `take_background`.
+        self.background.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// `at` in ms since the connection was created (for slot deadlines).

@@ -111,7 +111,9 @@ pub struct ClientOptions {
     pub hard: bool,
     /// The most calls in flight per connection; the slot table grows on
     /// demand up to this (Linux `tcp_max_slot_table_entries`, there 65536;
-    /// 1024 here). A submitted call holds its slot until it is collected.
+    /// 1024 here). A submitted call holds its slot until it is collected;
+    /// background calls (write-behind, read-ahead) hold at most three
+    /// quarters of them ([`RpcClient::submit_background`]).
     pub max_slots: u32,
     /// TCP connections per client, used round-robin (Linux `nconnect`).
     pub connections: u32,
@@ -327,9 +329,46 @@ impl RpcClient {
         self.start(record, false)
     }
 
-    /// [`submit`](Self::submit), but only if a slot is free now: `None`
-    /// instead of waiting in the backlog. For optional calls such as
-    /// read-ahead, which must not hold up (or wait behind) required ones.
+    /// [`submit`](Self::submit) for a background call (write-behind): one
+    /// that may stay uncollected while its owner waits on other calls.
+    /// Background calls hold at most three quarters of a connection's slots
+    /// (all but one when it has fewer than eight); past that this returns
+    /// `None` and the caller makes the call and waits for it instead. So a
+    /// thread whose background calls on many files hold slots it will not
+    /// collect until its current call returns can always get a slot for
+    /// that call. May wait in the backlog, as `submit` does.
+    pub fn submit_background<A>(
+        &self,
+        cred: &Credential,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &A,
+    ) -> Result<Option<PendingCall>, ClientError>
+    where
+        A: Encode + ?Sized,
+    {
+        let conn = self.pick();
+        if !conn.take_background() {
+            return Ok(None);
+        }
+        let record = encode_request(cred, prog, vers, proc_, args);
+        let idx = match reserve_blocking(conn) {
+            Ok(idx) => idx,
+            Err(e) => {
+                conn.give_back_background();
+                return Err(e);
+            }
+        };
+        Ok(Some(PendingCall::new(
+            CallState::start(Arc::clone(conn), idx, record, false, false).counted_as_background(),
+        )))
+    }
+
+    /// [`submit_background`](Self::submit_background), but only if a slot
+    /// is free now: `None` instead of waiting in the backlog. For optional
+    /// calls such as read-ahead, which must not hold up (or wait behind)
+    /// required ones.
     pub fn try_submit<A>(
         &self,
         cred: &Credential,
@@ -342,17 +381,17 @@ impl RpcClient {
         A: Encode + ?Sized,
     {
         let conn = self.pick();
+        if !conn.take_background() {
+            return Ok(None);
+        }
         let Some(idx) = conn.slots.try_reserve() else {
+            conn.give_back_background();
             return Ok(None);
         };
         let record = encode_request(cred, prog, vers, proc_, args);
-        Ok(Some(PendingCall::new(CallState::start(
-            Arc::clone(conn),
-            idx,
-            record,
-            false,
-            false,
-        ))))
+        Ok(Some(PendingCall::new(
+            CallState::start(Arc::clone(conn), idx, record, false, false).counted_as_background(),
+        )))
     }
 
     /// [`call`](Self::call) as a future. The arguments are encoded now; the
