@@ -256,12 +256,16 @@ struct State {
     /// not cached.
     cache_epoch: u64,
     stats: FileStats,
+    /// Who WRITEs, COMMITs and truncates go out as, when not the opener's
+    /// client: the last one given to [`NfsFile::write_as`].
+    writer: Option<Arc<NfsClient>>,
 }
 
 impl State {
     /// A file's state before any I/O.
     fn new(wb: Writeback<NfsError>, ra: ReadAhead) -> Self {
         State {
+            writer: None,
             wb,
             pending: BTreeMap::new(),
             post_op: None,
@@ -427,13 +431,25 @@ impl NfsFile {
             .min(MAX_READ_AHEAD_CALLS.saturating_mul(config.rsize));
         let ra = ReadAhead::new(u64::from(config.rsize), u64::from(config.max_read_ahead));
         Self {
-            nfs,
             fh,
             config,
             budget,
             epoch: Instant::now(),
+            nfs,
             state: Mutex::new(State::new(wb, ra)),
             progress: Condvar::new(),
+        }
+    }
+
+    /// From now on, WRITEs, COMMITs and truncates go out as `nfs`'s
+    /// credential, data already written included. For a file shared by
+    /// several opens (a FUSE node): the opener whose credential is used may
+    /// have had only read access, so each open for writing passes its own.
+    pub fn write_as(&self, nfs: &NfsClient) {
+        let mut st = self.lock();
+        let current = st.writer.as_deref().unwrap_or(&self.nfs);
+        if current.credential() != nfs.credential() {
+            st.writer = Some(Arc::new(nfs.clone()));
         }
     }
 
@@ -576,6 +592,17 @@ impl NfsFile {
     /// flight beyond it are waited for, then SETATTR. Returns the new
     /// attributes.
     pub fn truncate(&self, size: u64) -> Result<Fattr3, NfsError> {
+        // Bound first: a guard in the `match` would live through the arms.
+        let writer = self.lock().writer.clone();
+        self.truncate_as(writer.as_deref().unwrap_or(&self.nfs), size)
+    }
+
+    /// [`truncate`](Self::truncate) with the SETATTR sent by `nfs` (its
+    /// credential) rather than this file's client: for a file shared by
+    /// several users' opens, a truncate is its caller's. The caller checks
+    /// first (ACCESS) that `nfs` may modify the file: the dirty data beyond
+    /// `size` is dropped before the SETATTR.
+    pub fn truncate_as(&self, nfs: &NfsClient, size: u64) -> Result<Fattr3, NfsError> {
         let mut st = self.lock();
         st.wb.handle_truncate(size);
         st.invalidate(size, u64::MAX);
@@ -585,11 +612,11 @@ impl NfsFile {
             size: Some(size),
             ..Sattr3::default()
         };
-        let wcc = self.nfs.setattr(&self.fh, &attrs, None);
+        let wcc = nfs.setattr(&self.fh, &attrs, None);
         self.attributes_changed();
         let mut attr = match wcc?.after {
             Some(a) => a,
-            None => self.nfs.getattr(&self.fh)?,
+            None => nfs.getattr(&self.fh)?,
         };
         let mut st = self.lock();
         st.wb.set_server_size(attr.size);
@@ -680,14 +707,15 @@ impl NfsFile {
             st.last_write = st.last_write.max(w.id.0);
         }
         st.busy += 1;
+        let writer = st.writer.clone();
+        let nfs = writer.as_deref().unwrap_or(&self.nfs);
         drop(st);
         let sent = match action {
             Action::Write(w) => Sent::Write(
                 w.id,
-                self.nfs
-                    .start_write(&self.fh, w.offset, w.data.as_slice(), w.stable),
+                nfs.start_write(&self.fh, w.offset, w.data.as_slice(), w.stable),
             ),
-            Action::Commit(id) => Sent::Commit(id, self.nfs.commit(&self.fh, 0, 0).map(|(v, _)| v)),
+            Action::Commit(id) => Sent::Commit(id, nfs.commit(&self.fh, 0, 0).map(|(v, _)| v)),
         };
         st = self.lock();
         st.busy -= 1;

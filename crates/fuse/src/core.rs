@@ -312,7 +312,17 @@ impl Core {
         };
         let mut attr = None;
         match (&open, size) {
-            (Some(f), Some(size)) => attr = Some(f.truncate(size)?),
+            (Some(f), Some(size)) => {
+                // The open file is shared by every open of the node and
+                // writes with its first opener's credential; a truncate is
+                // this caller's, and drops dirty data before its SETATTR:
+                // ask the server first whether the caller may modify it.
+                let (granted, _) = nfs.access(&fh, ACCESS3_MODIFY)?;
+                if granted & ACCESS3_MODIFY == 0 {
+                    return Err(Errno(libc::EACCES));
+                }
+                attr = Some(f.truncate_as(&nfs, size)?);
+            }
             (Some(f), None) => f.flush()?,
             (None, size) => sattr.size = size,
         }
@@ -641,18 +651,26 @@ impl Core {
         if attr.ftype != Ftype3::Reg {
             return Ok(keep);
         }
-        self.attach(ino, nfs, fh, &attr);
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        self.attach(ino, nfs, fh, &attr, writes);
         Ok(keep)
     }
 
-    /// One more open of `ino`: shares its [`OpenFile`] or makes one.
-    fn attach(&self, ino: u64, nfs: NfsClient, fh: FileHandle, attr: &Fattr3) {
+    /// One more open of `ino`: shares its [`OpenFile`] or makes one. An
+    /// open for writing (`writes`) makes the file write as its caller: the
+    /// first opener may have had only read access.
+    fn attach(&self, ino: u64, nfs: NfsClient, fh: FileHandle, attr: &Fattr3, writes: bool) {
         let mut t = self.table();
         let Some(node) = t.get_mut(ino) else {
             return;
         };
         if let Some(o) = node.open.as_mut() {
             o.opens += 1;
+            if writes {
+                let file = Arc::clone(&o.file);
+                drop(t);
+                file.write_as(&nfs);
+            }
             return;
         }
         let file = NfsFile::new(nfs, fh, attr, self.io.clone(), self.budget.clone());
@@ -703,7 +721,7 @@ impl Core {
         }
         let entry = self.entry(&nfs, fh, Some(attr))?;
         if attr.ftype == Ftype3::Reg {
-            self.attach(entry.attr.ino, nfs, fh, &attr);
+            self.attach(entry.attr.ino, nfs, fh, &attr, true);
         }
         Ok(entry)
     }

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rnfs_client::{NfsError, NfsFile};
+use rnfs_client::{NfsClient, NfsError, NfsFile};
 use rnfs_nfs3::Fattr3;
 
 /// An open regular file.
@@ -79,9 +79,16 @@ impl OpenFile {
         self.file.attributes_changed();
     }
 
-    /// Sets the size (after writing back what is dirty).
-    pub(crate) fn truncate(&self, size: u64) -> Result<Fattr3, NfsError> {
-        self.file.truncate(size)
+    /// WRITEs and COMMITs go out as `nfs`'s credential from now on (an open
+    /// for writing; see `NfsFile::write_as`).
+    pub(crate) fn write_as(&self, nfs: &NfsClient) {
+        self.file.write_as(nfs);
+    }
+
+    /// Sets the size, with the SETATTR sent by `nfs` (the caller's
+    /// credential; see `NfsFile::truncate_as`).
+    pub(crate) fn truncate_as(&self, nfs: &NfsClient, size: u64) -> Result<Fattr3, NfsError> {
+        self.file.truncate_as(nfs, size)
     }
 
     /// `attr` with our size if we hold writes the server has not seen.

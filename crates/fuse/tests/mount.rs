@@ -548,6 +548,90 @@ fn permissions_are_the_servers() {
 }
 
 #[test]
+fn a_truncate_is_its_callers_while_another_user_holds_the_file_open() {
+    if skip("a_truncate_is_its_callers_while_another_user_holds_the_file_open")
+        || !rustix::process::geteuid().is_root()
+    {
+        return;
+    }
+    let t = TestMount::new();
+    // Root holds the file open with data not yet written back: every open
+    // of the node shares one file, which writes as root.
+    let mut f = File::create(t.m("kept")).unwrap();
+    f.write_all(b"root's data").unwrap();
+    fs::set_permissions(t.m("kept"), fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c"])
+        .arg(format!(
+            "perl -e 'print(truncate($ARGV[0], 0) ? \"TRUNCATED\" : \"$!\")' {k}",
+            k = t.m("kept").display()
+        ))
+        .output();
+    let Ok(out) = out else {
+        println!(
+            "SKIP a_truncate_is_its_callers_while_another_user_holds_the_file_open: no setpriv"
+        );
+        return;
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // truncate(2) by path: no open, so only the SETATTR can refuse it.
+    assert_eq!(
+        stdout.trim(),
+        "Permission denied",
+        "uid 4242 may not truncate root's 0644 file"
+    );
+    drop(f);
+    assert_eq!(fs::read(t.e("kept")).unwrap(), b"root's data");
+    // Root itself still may.
+    OpenOptions::new()
+        .write(true)
+        .open(t.m("kept"))
+        .unwrap()
+        .set_len(4)
+        .unwrap();
+    assert_eq!(fs::read(t.e("kept")).unwrap(), b"root");
+}
+
+#[test]
+fn a_writer_writes_as_itself_while_a_reader_holds_the_file_open() {
+    if skip("a_writer_writes_as_itself_while_a_reader_holds_the_file_open")
+        || !rustix::process::geteuid().is_root()
+    {
+        return;
+    }
+    let t = TestMount::new();
+    fs::write(t.e("owned"), b"old\n").unwrap();
+    rustix::fs::chown(
+        t.e("owned").as_path(),
+        Some(rustix::process::Uid::from_raw(4242)),
+        Some(rustix::process::Gid::from_raw(4242)),
+    )
+    .unwrap();
+    fs::set_permissions(t.e("owned"), fs::Permissions::from_mode(0o644)).unwrap();
+    // uid 4343 opens the file first, read-only, and keeps it open while its
+    // owner, uid 4242, writes it: the owner's WRITEs must go out as 4242.
+    let f = t.m("owned").display().to_string();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "setpriv --reuid=4343 --regid=4343 --clear-groups sh -c 'exec 3< {f}; sleep 3' & \
+             sleep 1; \
+             setpriv --reuid=4242 --regid=4242 --clear-groups sh -c 'echo new > {f}' && echo WROTE; \
+             wait"
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("setpriv: not found") {
+        println!("SKIP a_writer_writes_as_itself_while_a_reader_holds_the_file_open: no setpriv");
+        return;
+    }
+    assert_eq!(stdout.trim(), "WROTE", "{stderr}");
+    assert_eq!(fs::read(t.e("owned")).unwrap(), b"new\n");
+}
+
+#[test]
 fn cp_tar_and_git_run_on_the_mount() {
     if skip("cp_tar_and_git_run_on_the_mount") {
         return;
