@@ -437,6 +437,54 @@ fn cached_chunks_answer_only_callers_who_may_read() {
     });
 }
 
+/// A caller who may read a directory but not search it gets its names
+/// without handles or attributes, though root's listings filled the caches:
+/// it could not look any of them up.
+#[test]
+fn callers_who_may_not_search_get_no_handles_from_the_caches() {
+    let _serial = serial();
+    if !rnfs_vfs::identity::can_switch() {
+        eprintln!("skipped: needs root to switch identities");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let readable = dir.path().join("readable");
+    std::fs::create_dir(&readable).unwrap();
+    std::fs::write(readable.join("secret"), b"s").unwrap();
+    for i in 0..20 {
+        std::fs::write(readable.join(format!("f{i}")), b"f").unwrap();
+    }
+    std::fs::set_permissions(&readable, std::fs::Permissions::from_mode(0o744)).unwrap();
+    let Some(fs) = backend(dir.path(), 3600) else {
+        return;
+    };
+    let readable = fs.lookup(&root(), &fs.root(), b"readable").unwrap().0;
+    // Root's listings fill the caches.
+    assert_eq!(list(&fs, &readable).len(), 21);
+    assert_eq!(list(&fs, &readable).len(), 21);
+    let user = Cred {
+        uid: 4242,
+        gid: 4242,
+        groups: vec![],
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            rnfs_vfs::identity::switch_to(&user).unwrap();
+            let mut names = Vec::new();
+            for _ in 0..2 {
+                fs.readdir(&user, &readable, 0, [0; 8], true, &mut |e| {
+                    assert!(e.plus.is_none(), "{:?} came with a handle", e.name);
+                    names.push(e.name.to_vec());
+                    true
+                })
+                .unwrap();
+            }
+            assert!(names.contains(&b"secret".to_vec()), "the names are listed");
+        });
+    });
+}
+
 /// `listing_stats` counts what the caches answered and what was read.
 #[test]
 fn listing_stats_count_what_the_caches_answered() {

@@ -83,6 +83,13 @@ impl LocalFs {
     ) -> FsResult<bool> {
         // Counted in this thread while the call runs, added up at its end.
         let _tally = TallyGuard::start(self);
+        // Handles and attributes only for a caller who may search the
+        // directory, as knfsd (which looks each name up) and LOOKUP give
+        // them: the caches below answer with no system call, which would
+        // check it. One stat of "." (the walk checks search permission on
+        // `dir`); the descriptor path's `openat` of each name checks it.
+        let plus = plus
+            && (!self.privileged() || rfs::statat(&dir.fd, ".", AtFlags::SYMLINK_NOFOLLOW).is_ok());
         let (dot, dotdot, position) = match cookie {
             0 => (true, true, 0),
             AFTER_DOT => (false, true, 0),
