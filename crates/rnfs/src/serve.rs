@@ -196,6 +196,13 @@ pub(crate) struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     max_inflight_per_conn: u32,
 
+    /// Most bytes of replies per connection waiting for the client to read them;
+    /// above it the connection is not read until a reply goes out
+    /// (back-pressure: a client pipelining large READs it never reads holds
+    /// bounded memory).
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT_MAX_OUTPUT_PER_CONN as u64)]
+    max_output_per_conn: u64,
+
     /// Reply coalescing: while a connection's next call is already received and
     /// is a quick one (NULL, GETATTR, LOOKUP, ACCESS, READ, READLINK, FSSTAT,
     /// FSINFO, PATHCONF; a READ whose data is not in the page cache first sends
@@ -371,6 +378,8 @@ impl ServeArgs {
         config.sched = sched;
         config.limits.max_connections = usize::try_from(self.max_connections).unwrap_or(usize::MAX);
         config.limits.max_in_flight_per_conn = self.max_inflight_per_conn;
+        config.limits.max_output_per_conn =
+            usize::try_from(self.max_output_per_conn).unwrap_or(usize::MAX);
         config.limits.max_reply_hold = Duration::from_micros(self.max_reply_hold);
         config.limits.max_record_size = usize::try_from(self.max_record_size).unwrap_or(usize::MAX);
         Ok(config)

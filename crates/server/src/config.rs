@@ -27,6 +27,13 @@ pub struct Limits {
     /// (back-pressure), so a client that never reads its replies holds no thread
     /// and bounded memory. Default: 64.
     pub max_in_flight_per_conn: u32,
+    /// Most bytes of replies one connection may have waiting unsent (the socket
+    /// would not take them) before the server stops reading it; reading resumes
+    /// when a reply goes out with the output back under this. The in-flight limit
+    /// alone would let 64 READs of 1 MiB buffer 64 MiB for a client that does not
+    /// read. A reply being produced is always queued, so a connection's output
+    /// buffer stays under this plus one reply per service thread. Default: 4 MiB.
+    pub max_output_per_conn: usize,
     /// Reply coalescing: how long replies may keep gathering on a connection to
     /// leave in one write. A finished reply is held only while the connection's
     /// next call is already received and quick
@@ -48,6 +55,8 @@ impl Limits {
     pub const DEFAULT_MAX_CONNECTIONS: usize = 65_536;
     /// Default for [`Limits::max_in_flight_per_conn`].
     pub const DEFAULT_MAX_IN_FLIGHT_PER_CONN: u32 = 64;
+    /// Default for [`Limits::max_output_per_conn`].
+    pub const DEFAULT_MAX_OUTPUT_PER_CONN: usize = 4 << 20;
     /// Default for [`Limits::max_reply_hold`].
     pub const DEFAULT_MAX_REPLY_HOLD: Duration = Duration::from_millis(1);
     /// The smallest `max_record_size` accepted: room for an RPC call header with
@@ -78,6 +87,7 @@ impl Default for Limits {
             max_record_size: Self::DEFAULT_MAX_RECORD_SIZE,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             max_in_flight_per_conn: Self::DEFAULT_MAX_IN_FLIGHT_PER_CONN,
+            max_output_per_conn: Self::DEFAULT_MAX_OUTPUT_PER_CONN,
             max_reply_hold: Self::DEFAULT_MAX_REPLY_HOLD,
         }
     }

@@ -50,6 +50,8 @@ pub fn before_blocking() {
 pub struct ServerHandler {
     dispatcher: Arc<Dispatcher>,
     max_in_flight: u32,
+    /// [`Limits::max_output_per_conn`](crate::Limits::max_output_per_conn).
+    max_output: usize,
     /// [`Limits::max_reply_hold`](crate::Limits::max_reply_hold).
     max_reply_hold: Duration,
     drc: Option<(DuplicateRequestCache, DrcConfig)>,
@@ -68,6 +70,7 @@ impl ServerHandler {
     pub(crate) fn new(
         dispatcher: Arc<Dispatcher>,
         max_in_flight: u32,
+        max_output: usize,
         max_reply_hold: Duration,
         drc: Option<DrcConfig>,
         metrics: Option<Arc<Metrics>>,
@@ -75,6 +78,7 @@ impl ServerHandler {
         ServerHandler {
             dispatcher,
             max_in_flight,
+            max_output,
             max_reply_hold,
             drc: drc.map(|c| (DuplicateRequestCache::new(c.limits), c)),
             metrics,
@@ -266,7 +270,7 @@ impl Handler for ServerHandler {
         }
         // Clear DATA before reading: bytes that arrive from here on re-queue the task.
         task.note_data(claim.take_data());
-        if task.at_limit(self.max_in_flight) {
+        if task.at_limit(self.max_in_flight, self.max_output) {
             // Back-pressure: leave the bytes in the socket. The next completed reply
             // notifies the task (see `Connection::at_limit`). Replies held for the
             // next record must go now: it is not taken until a reply completes.
@@ -325,7 +329,7 @@ pub(crate) fn close(enq: &Enqueuer<Connection>, task: &Arc<Task<Connection>>) {
 }
 
 /// Retires `done` completed calls and resumes reading the connection if it had
-/// stopped at the in-flight limit.
+/// stopped at the in-flight limit or the output cap.
 pub(crate) fn complete(enq: &Enqueuer<Connection>, task: &Arc<Task<Connection>>, done: u32) {
     if task.complete(done) {
         enq.notify(task);
@@ -336,6 +340,7 @@ impl fmt::Debug for ServerHandler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ServerHandler")
             .field("max_in_flight", &self.max_in_flight)
+            .field("max_output", &self.max_output)
             .finish_non_exhaustive()
     }
 }

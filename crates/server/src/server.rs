@@ -110,6 +110,7 @@ impl Server {
         let handler = ServerHandler::new(
             dispatcher,
             config.limits.max_in_flight_per_conn,
+            config.limits.max_output_per_conn,
             config.limits.max_reply_hold,
             config.drc,
             config.metrics.clone(),

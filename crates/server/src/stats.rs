@@ -23,7 +23,8 @@ pub struct ServerStats {
     pub rejected: u64,
     /// Connections closed because of bad input (oversized or undecodable records).
     pub closed_bad_input: u64,
-    /// Times a connection reached `max_in_flight_per_conn` and reading it stopped.
+    /// Times a connection reached `max_in_flight_per_conn` or
+    /// `max_output_per_conn` and reading it stopped.
     pub throttled: u64,
     /// Largest number of calls in flight seen on any one connection.
     pub peak_in_flight: u32,

@@ -15,7 +15,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
+use rnfs_client::SyncConnection;
+use rnfs_nfs3::{
+    CreateArgs, CreateHow3, CreateRes, DirOpArgs3, FileHandle, NfsProc3, ReadArgs, ReadRes, Sattr3,
+    StableHow, WriteArgs, WriteRes,
+};
+use rnfs_rpc::{encode_call, Auth};
+use rnfs_server::nfs::exports::{Access, BackendKind, Squash};
+use rnfs_server::nfs::{self, ExportConfig, Exports, HandleKey};
 use rnfs_server::Server;
+use rnfs_xdr::{Decode, Encode, Reader, Writer};
 use socket2::{Domain, Socket, Type};
 
 const CAP: u32 = 8;
@@ -154,4 +163,162 @@ fn throttled_connection_resumes_when_its_client_reads() {
     }
     sender.join().unwrap();
     assert!(server.stats().peak_in_flight <= CAP);
+}
+
+/// Output cap for [`client_that_never_reads_large_replies_holds_bounded_output`].
+const OUTPUT_CAP: usize = 2 << 20;
+/// Bytes each pipelined READ asks for: the server's `rtmax`.
+const READ_SIZE: u32 = 1 << 20;
+/// Largest READ reply: the data plus record mark, RPC and NFS headers.
+const MAX_READ_REPLY: u64 = READ_SIZE as u64 + 4096;
+
+/// A server with one read-write memory export, /mem, holding a file of
+/// `READ_SIZE` bytes; returns the server and the file's handle.
+fn start_with_big_file(config: rnfs_server::ServerConfig) -> (Server, FileHandle) {
+    let mut export = ExportConfig::new("/mem");
+    export.backend = BackendKind::Memory;
+    export.access = Access::Rw;
+    export.squash = Squash::None;
+    let exports = Arc::new(Exports::new(&[export], Box::new(opener)).unwrap());
+    let d = nfs::dispatcher(exports, HandleKey::from_bytes(*b"rnfs-test-key-16")).unwrap();
+    let server = Server::start_with_dispatcher(config, Arc::new(d)).unwrap();
+
+    let mut c = SyncConnection::connect(addr(&server)).unwrap();
+    let root = c.mount("/mem").unwrap();
+    let created: CreateRes = c
+        .nfs(
+            NfsProc3::Create,
+            &CreateArgs {
+                where_: DirOpArgs3 {
+                    dir: root.as_fh3(),
+                    name: b"big",
+                },
+                how: CreateHow3::Guarded(Sattr3 {
+                    mode: Some(0o644),
+                    ..Default::default()
+                }),
+            },
+        )
+        .unwrap();
+    let CreateRes::Ok(ok) = created else {
+        panic!("create: {created:?}")
+    };
+    let fh = ok.obj.unwrap();
+    let data = vec![0x5a; READ_SIZE as usize];
+    let written: WriteRes = c
+        .nfs(
+            NfsProc3::Write,
+            &WriteArgs {
+                file: fh.as_fh3(),
+                offset: 0,
+                count: READ_SIZE,
+                stable: StableHow::FileSync,
+                data: &data,
+            },
+        )
+        .unwrap();
+    let WriteRes::Ok(ok) = written else {
+        panic!("write: {written:?}")
+    };
+    assert_eq!(ok.count, READ_SIZE);
+    (server, fh)
+}
+
+/// A record-marked READ of `READ_SIZE` bytes at offset 0 of `fh` (AUTH_NONE).
+fn read_call(xid: u32, fh: &FileHandle) -> Vec<u8> {
+    let mut args = Vec::new();
+    ReadArgs {
+        file: fh.as_fh3(),
+        offset: 0,
+        count: READ_SIZE,
+    }
+    .encode(&mut Writer::new(&mut args));
+    let mut out = Vec::new();
+    encode_call(
+        xid,
+        NFS,
+        3,
+        NfsProc3::Read as u32,
+        &Auth::None,
+        &args,
+        &mut out,
+    );
+    out
+}
+
+/// The in-flight limit counts calls, not bytes: 64 calls in flight may be 64
+/// READ replies of 1 MiB. A client that pipelines them and never reads must
+/// still make the server hold only about the output cap (plus one reply per
+/// service thread, each producing a reply it read before the cap was reached),
+/// while others are served; and reading it resumes once it reads.
+#[test]
+fn client_that_never_reads_large_replies_holds_bounded_output() {
+    const READS: u32 = 64;
+    let mut config = config();
+    config.limits.max_in_flight_per_conn = READS;
+    config.limits.max_output_per_conn = OUTPUT_CAP;
+    config.send_buffer_size = Some(4096);
+    let (server, fh) = start_with_big_file(config);
+    let addr = addr(&server);
+    let bound = OUTPUT_CAP as u64 + THREADS as u64 * MAX_READ_REPLY;
+
+    // Every READ in one write (a few KiB: it fits the socket buffers), then
+    // nothing read.
+    let mut s = connect_small_rcvbuf(addr);
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut batch = Vec::new();
+    for xid in 0..READS {
+        batch.extend(read_call(xid, &fh));
+    }
+    s.write_all(&batch).unwrap();
+
+    // Let the server read and answer all it will (it stops reading, or, were
+    // nothing bounding it, buffers past the bound); then it holds no thread.
+    wait_until(Duration::from_secs(10), || {
+        let stats = server.stats();
+        stats.throttled > 0 || stats.peak_output_buffered > bound
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        wait_until(Duration::from_secs(10), || all_threads_idle(&server)),
+        "{:?}",
+        server.scheduler().stats()
+    );
+    let stats = server.stats();
+    assert!(
+        stats.peak_output_buffered <= bound,
+        "{} bytes buffered for a client that reads nothing, over the cap {OUTPUT_CAP} \
+         plus {THREADS} replies: {stats:?}",
+        stats.peak_output_buffered
+    );
+    assert!(stats.throttled > 0, "reading never stopped: {stats:?}");
+    assert!(
+        stats.in_flight < u64::from(READS),
+        "every READ was read: {stats:?}"
+    );
+
+    // Meanwhile another client is served.
+    let mut other = connect(addr);
+    for xid in 0..100 {
+        null_ok(&mut other, xid, NFS);
+    }
+
+    // Once the client reads, the server reads it again and answers every READ
+    // in full: no resume was lost.
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut seen = vec![false; READS as usize];
+    for i in 0..READS {
+        let record = read_record(&mut s).unwrap_or_else(|e| panic!("after {i} replies: {e}"));
+        let reply = rnfs_rpc::decode_reply(&record).unwrap();
+        let res = ReadRes::decode(&mut Reader::new(reply.results)).unwrap();
+        let ReadRes::Ok(ok) = res else {
+            panic!("read: {res:?}")
+        };
+        assert_eq!(ok.data.len(), READ_SIZE as usize);
+        let xid = reply.header.xid as usize;
+        assert!(!std::mem::replace(&mut seen[xid], true), "xid {xid} twice");
+    }
+    let stats = server.stats();
+    assert!(stats.peak_output_buffered <= bound, "{stats:?}");
+    server.shutdown();
 }

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -87,9 +87,17 @@ pub struct Connection {
     /// decremented by whoever completes a reply (a service thread or the poller).
     /// `SeqCst` against `throttled`: see [`Connection::at_limit`].
     in_flight: AtomicU32,
-    /// "Reading stopped at the in-flight limit; notify the scheduler when a reply
-    /// completes." Set by the owner, cleared by the first completer (or by the owner
-    /// when its re-check finds room). `SeqCst`, pairing with `in_flight`.
+    /// Bytes in the output buffer not yet written (`WriteState::unsent`), for the
+    /// owner's lock-free check against the output cap in [`Connection::at_limit`].
+    /// Stored only under `write`, after every change to the buffer, so it is
+    /// exact whenever the lock is free. `SeqCst` stores: each precedes, in its
+    /// storer's program order, that storer's `complete` (decrement `in_flight`,
+    /// then load `throttled`), which makes it part of the same Dekker pair.
+    unsent: AtomicUsize,
+    /// "Reading stopped at the in-flight limit or the output cap; notify the
+    /// scheduler when a reply completes." Set by the owner, cleared by the first
+    /// completer (or by the owner when its re-check finds room). `SeqCst`, pairing
+    /// with `in_flight` and `unsent`.
     throttled: AtomicBool,
     /// Set once by the first [`Connection::teardown`], so teardown runs once.
     torn_down: AtomicBool,
@@ -201,6 +209,7 @@ impl Connection {
             write_pending: AtomicBool::new(false),
             next_pace: AtomicU8::new(pace_code(Pace::Slow)),
             in_flight: AtomicU32::new(0),
+            unsent: AtomicUsize::new(0),
             throttled: AtomicBool::new(false),
             torn_down: AtomicBool::new(false),
             slot,
@@ -235,20 +244,35 @@ impl Connection {
     // ---- read side: task owner only ----
 
     /// Back-pressure check, owner only, before reading: whether `max` calls are in
-    /// flight, in which case the caller must release the task without reading.
+    /// flight, or more than `max_output` bytes of replies wait unsent in the output
+    /// buffer, in which case the caller must release the task without reading.
     ///
-    /// Store `throttled`, then re-load `in_flight` (here), against decrement
-    /// `in_flight`, then load `throttled` ([`Connection::complete`]); all `SeqCst`,
-    /// so at least one side sees the other's write: either we see room and read on,
-    /// or the completer sees `throttled` and notifies. No stall is possible.
-    pub(crate) fn at_limit(&self, max: u32) -> bool {
-        if self.in_flight.load(Ordering::SeqCst) < max {
+    /// Store `throttled`, then re-load `in_flight` and `unsent` (here), against
+    /// store `unsent` (under the write lock, after a flush), decrement `in_flight`,
+    /// then load `throttled` ([`Connection::complete`]); all `SeqCst`, so at least
+    /// one side sees the other's writes: either we see room and read on, or the
+    /// completer sees `throttled` and notifies. No stall is possible: while
+    /// `unsent` is over the cap a reply is unsent, so a completion is still to
+    /// come (once the client reads), and every completion loads `throttled`
+    /// after publishing what its flush left unsent. Reading thus resumes at the
+    /// first reply completed with the buffer back under the cap.
+    pub(crate) fn at_limit(&self, max: u32, max_output: usize) -> bool {
+        // Relaxed for `unsent`: this fast check only chooses whether to take the
+        // slow path below, which loads both again `SeqCst`, and orders nothing
+        // (the buffer itself is only touched under the write lock). A stale low
+        // value (a publish not yet visible) reads one call more, as a check an
+        // instant earlier would have; a stale high one only costs the re-check.
+        if self.in_flight.load(Ordering::SeqCst) < max
+            && self.unsent.load(Ordering::Relaxed) <= max_output
+        {
             return false;
         }
         if !self.throttled.swap(true, Ordering::SeqCst) {
             self.counters().throttled.fetch_add(1, Ordering::Relaxed);
         }
-        if self.in_flight.load(Ordering::SeqCst) < max {
+        if self.in_flight.load(Ordering::SeqCst) < max
+            && self.unsent.load(Ordering::SeqCst) <= max_output
+        {
             // A reply completed in between. Its completer may also notify: harmless.
             self.throttled.store(false, Ordering::SeqCst);
             return false;
@@ -396,6 +420,7 @@ impl Connection {
         if self.may_hold(&mut ws, reply.len(), pace, max_hold) {
             if !reply.is_empty() {
                 ws.queue(reply);
+                self.publish_unsent(&ws);
             }
             return Ok(Sent {
                 done: 0,
@@ -486,14 +511,24 @@ impl Connection {
         // Whatever was held goes out now (or waits for a writable edge).
         ws.held_since = None;
         let result = ws.flush(&self.stream);
+        self.publish_unsent(ws);
         if ws.is_empty() {
             self.write_pending.store(false, Ordering::SeqCst);
         }
         result
     }
 
+    /// Publishes how many bytes the output buffer holds unsent, for
+    /// [`Connection::at_limit`]. Under the write lock (`ws`), after every change.
+    fn publish_unsent(&self, ws: &WriteState) {
+        // SeqCst: the first half of the completer's side of the `at_limit` pair
+        // (see `unsent`); the completion that follows loads `throttled`.
+        self.unsent.store(ws.unsent(), Ordering::SeqCst);
+    }
+
     /// Retires `n` completed calls. Returns true when reading had stopped at the
-    /// in-flight limit: the caller must then `notify` the task so it is read again.
+    /// in-flight limit or the output cap: the caller must then `notify` the task
+    /// so it is read again (the owner checks both limits anew).
     pub(crate) fn complete(&self, n: u32) -> bool {
         if n == 0 {
             return false;
@@ -545,6 +580,7 @@ impl fmt::Debug for Connection {
             .field("id", &self.id)
             .field("peer", &self.peer)
             .field("in_flight", &self.in_flight.load(Ordering::Relaxed))
+            .field("unsent", &self.unsent.load(Ordering::Relaxed))
             .field("write_pending", &self.write_pending.load(Ordering::Relaxed))
             .field("throttled", &self.throttled.load(Ordering::Relaxed))
             .finish_non_exhaustive()

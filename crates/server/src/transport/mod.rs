@@ -17,7 +17,8 @@
 //!    scheduler sets the task's `DATA` flag and, unless a thread already owns the
 //!    task (`BUSY`), queues it and wakes one idle service thread.
 //! 2. That thread gets a [`Claim`](rnfs_sched::Claim) (it now owns `BUSY`). If the
-//!    connection has `max_in_flight_per_conn` calls outstanding it stops here
+//!    connection has `max_in_flight_per_conn` calls outstanding, or more than
+//!    `max_output_per_conn` bytes of replies waiting unsent, it stops here
 //!    (back-pressure, see below). Otherwise it clears `DATA` (`take_data`) *before*
 //!    reading, so bytes arriving during the read set it again and re-queue the task.
 //! 3. It reads the non-blocking socket into the connection's record decoder until one
@@ -88,14 +89,23 @@
 //!
 //! `in_flight` counts calls read but not yet fully written back. Only the task's
 //! owner increments it, after checking it is below the limit, so it never exceeds
-//! `max_in_flight_per_conn`. At the limit the owner sets `throttled`, re-checks
-//! `in_flight`, and releases without reading; whoever completes the next reply
-//! (a service thread or the poller's flush) clears `throttled` and calls `notify`.
-//! The set-then-recheck / decrement-then-check pair is `SeqCst` on both sides, so at
-//! least one side sees the other (no stall; at worst one spurious notify). A client
-//! that never reads its replies thus stops being read: its calls back up in its own
-//! socket buffers, it holds no thread, and the server holds at most the limit's worth
-//! of replies for it.
+//! `max_in_flight_per_conn`. Calls are not bytes, though: 64 READ replies of 1 MiB
+//! are 64 MiB. So the owner also checks `unsent`, the bytes in the output buffer
+//! (published under the write lock after every change), against
+//! `max_output_per_conn` (Linux `svc_tcp_has_wspace` bounds the same). At either
+//! limit the owner sets `throttled`, re-checks both, and releases without reading;
+//! whoever completes the next reply (a service thread or the poller's flush)
+//! clears `throttled` and calls `notify`. The set-then-recheck /
+//! publish-decrement-then-check pair is `SeqCst` on both sides, so at least one
+//! side sees the other (no stall; at worst one spurious notify). While `unsent` is
+//! over the cap some reply is unsent, so a completion is still to come when the
+//! client reads, and reading resumes at the first one that leaves the buffer under
+//! the cap. A reply being produced is always queued: the cap stops reading new
+//! calls, never drops a reply, so a connection's buffer stays within the cap plus
+//! one reply per service thread working on its calls (and all connections together
+//! within one extra reply per service thread). A client that never reads its
+//! replies thus stops being read: its calls back up in its own socket buffers, it
+//! holds no thread, and the server holds bounded memory for it.
 //!
 //! # Draining
 //!
