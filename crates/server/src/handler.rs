@@ -5,8 +5,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rnfs_rpc::{DispatchOutcome, Dispatcher, Pace};
+use rnfs_rpc::{DispatchOutcome, Dispatcher, OpaqueAuth, Pace, ReplyHeader, ReplyStatus};
 use rnfs_sched::{Claim, Enqueuer, Handler, Task};
+use rnfs_xdr::{Encode, Writer};
 
 use crate::config::DrcConfig;
 use crate::drc::{DrcBegin, DrcKey, DrcStats, DuplicateRequestCache};
@@ -129,7 +130,14 @@ impl ServerHandler {
         read_at: Option<Instant>,
     ) {
         state.reply.clear();
+        let unwind = UnwindGuard {
+            handler: self,
+            enq,
+            task,
+            record,
+        };
         let outcome = CALLING.set(task, || self.dispatch(record, task, state));
+        unwind.defuse();
         let early = RETIRED_EARLY.with(|n| n.replace(0));
         if early > 0 {
             complete(enq, task, early);
@@ -216,7 +224,7 @@ impl ServerHandler {
                         prog: key.prog(),
                         vers: key.vers(),
                         proc_: key.proc_(),
-                        status: rnfs_rpc::ReplyStatus::Success,
+                        status: ReplyStatus::Success,
                     }
                 }
                 DrcBegin::Drop => return None,
@@ -316,6 +324,65 @@ impl Handler for ServerHandler {
                 tracing::debug!(peer = %task.peer(), "read failed, closing: {e}");
                 task.teardown();
                 close(enq, &task);
+            }
+        }
+    }
+}
+
+/// Ends a call whose dispatch unwinds (a panicking service; the scheduler
+/// catches the panic and the thread goes on to other connections' calls).
+/// Without it the call would stay counted in flight for ever (each panic
+/// shrinking the connection's window, a drain never completing), replies held
+/// for it would wait for a call that never finishes, and the replies
+/// [`before_blocking`] wrote would be retired on whichever connection this
+/// thread serves next. On the normal path it is [`defuse`](Self::defuse)d.
+struct UnwindGuard<'a> {
+    handler: &'a ServerHandler,
+    enq: &'a Enqueuer<Connection>,
+    task: &'a Arc<Task<Connection>>,
+    record: &'a [u8],
+}
+
+impl UnwindGuard<'_> {
+    /// The dispatch returned: nothing to clean up.
+    fn defuse(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for UnwindGuard<'_> {
+    /// Resets this thread's per-call state, then answers the call SYSTEM_ERR
+    /// (writing whatever was held with it) and retires it. Runs while
+    /// unwinding, so nothing here may panic: the lock helper ignores poisoning
+    /// and errors only close the connection.
+    fn drop(&mut self) {
+        let (enq, task) = (self.enq, self.task);
+        // These replies reached the kernel from this call's connection.
+        let early = RETIRED_EARLY.with(|n| n.replace(0));
+        if self.handler.metrics.is_some() {
+            // Unrecorded: the call has no outcome to count it under.
+            let _ = note::take();
+        }
+        tracing::error!(peer = %task.peer(), "service panicked; answering the call SYSTEM_ERR");
+        let mut reply = Vec::new();
+        if let Some(xid) = self.record.first_chunk::<4>() {
+            let mark = rnfs_rpc::begin_record(&mut reply);
+            ReplyHeader {
+                xid: u32::from_be_bytes(*xid),
+                verf: OpaqueAuth::NONE,
+                status: ReplyStatus::SystemErr,
+            }
+            .encode(&mut Writer::new(&mut reply));
+            rnfs_rpc::finish_record(&mut reply, mark);
+        }
+        // Zero hold: held replies go now, not after a call that has failed.
+        match task.send_reply(&reply, Pace::Slow, Duration::ZERO) {
+            // An empty reply (no xid to answer) completes nothing itself.
+            Ok(sent) => complete(enq, task, early + sent.done + u32::from(reply.is_empty())),
+            Err(e) => {
+                tracing::debug!(peer = %task.peer(), "cannot send reply, closing: {e}");
+                complete(enq, task, early + 1);
+                close(enq, task);
             }
         }
     }
