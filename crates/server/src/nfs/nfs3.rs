@@ -622,6 +622,12 @@ impl NfsService {
             if stable != rnfs_vfs::Stability::Unstable || self.write_stalls.recent() {
                 crate::handler::before_blocking();
             }
+            // The verifier from before the write, as knfsd takes it: if a
+            // writeback of this data fails while the write runs (and the
+            // verifier changes), the reply must carry the old one, so that the
+            // COMMIT's new one makes the client send the data again. Taken
+            // after, both would carry the new one and the loss go unseen.
+            let verf = o.export.fs.write_verifier();
             let started = coarse_now_ns();
             let written = o
                 .export
@@ -630,9 +636,7 @@ impl NfsService {
             if stable == rnfs_vfs::Stability::Unstable {
                 self.write_stalls.note(started, coarse_now_ns());
             }
-            written
-                .map(|ok| (ok, o.export.fs.write_verifier()))
-                .map_err(fail_wcc)
+            written.map(|ok| (ok, verf)).map_err(fail_wcc)
         });
         match r {
             Ok((ok, verf)) => {
