@@ -111,13 +111,16 @@ impl FsError {
             libc::ENOTEMPTY => Self::NotEmpty,
             libc::EDQUOT => Self::DQuot,
             libc::ESTALE => Self::Stale,
-            libc::EBADF => Self::BadHandle,
+            // As knfsd: a descriptor that went bad is a file gone, which the
+            // client recovers from by looking the name up again.
+            libc::EBADF => Self::Stale,
             // Following a symlink where we asked not to: the path goes through a
             // link, which NFS calls "not a directory".
             libc::ELOOP => Self::NotDir,
             libc::EOPNOTSUPP | libc::ENOSYS => Self::NotSupp,
-            libc::EAGAIN | libc::EINTR => Self::Jukebox,
-            libc::ENOMEM | libc::EMFILE | libc::ENFILE => Self::ServerFault,
+            // ENOMEM as knfsd: the client retries later instead of failing.
+            libc::EAGAIN | libc::EINTR | libc::ENOMEM => Self::Jukebox,
+            libc::EMFILE | libc::ENFILE => Self::ServerFault,
             _ => Self::Io,
         }
     }
@@ -126,5 +129,29 @@ impl FsError {
 impl From<std::io::Error> for FsError {
     fn from(e: std::io::Error) -> Self {
         e.raw_os_error().map_or(Self::Io, Self::from_errno)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FsError;
+
+    #[test]
+    fn errnos_map_as_knfsd_maps_them() {
+        for (errno, want) in [
+            (libc::EBADF, FsError::Stale),
+            (libc::ESTALE, FsError::Stale),
+            (libc::ENOMEM, FsError::Jukebox),
+            (libc::EAGAIN, FsError::Jukebox),
+            (libc::ENOTEMPTY, FsError::NotEmpty),
+            (libc::EXDEV, FsError::XDev),
+            (libc::EDQUOT, FsError::DQuot),
+            (libc::ENAMETOOLONG, FsError::NameTooLong),
+            (libc::ELOOP, FsError::NotDir),
+            (libc::EMFILE, FsError::ServerFault),
+            (libc::EPROTO, FsError::Io),
+        ] {
+            assert_eq!(FsError::from_errno(errno), want, "errno {errno}");
+        }
     }
 }

@@ -157,6 +157,17 @@ pub fn switch_to(cred: &Cred) -> Result<(), IdentityError> {
     })
 }
 
+/// The calling thread's fsuid: from the record [`switch_to`] keeps (no system
+/// call), else read from the kernel.
+pub fn fs_uid() -> u32 {
+    let known = CURRENT.with(|current| current.get().map(|c| c.uid));
+    known.unwrap_or_else(|| {
+        // SAFETY: setfsuid with the invalid id -1 changes nothing and returns
+        // the current value.
+        unsafe { libc::setfsuid(u32::MAX) as u32 }
+    })
+}
+
 /// Runs `f` with fsuid and fsgid 0 (the file-system capabilities back), then
 /// restores the thread's previous fsuid and fsgid, even if `f` panics. A thread
 /// whose identity [`switch_to`] set trusts that record (no system call at all if

@@ -840,6 +840,18 @@ fn switched_identity_uses_kernel_permissions() {
             let mine = fs.create(&user, &r, b"mine", &guarded(0o444)).unwrap();
             assert_eq!(mine.attr.uid, 4242);
             assert_eq!(mine.attr.mode, 0o444);
+            // An owner or group asked for at creation is root's to give
+            // (knfsd): anyone else's object is made as theirs, with no PERM.
+            let others = SetAttr {
+                mode: Some(0o644),
+                uid: Some(4343),
+                gid: Some(4343),
+                ..SetAttr::default()
+            };
+            let theirs = fs.mkdir(&user, &r, b"theirs", &others).unwrap();
+            assert_eq!((theirs.attr.uid, theirs.attr.gid), (4242, 4242));
+            let sl = fs.symlink(&user, &r, b"theirs-sl", b"x", &others).unwrap();
+            assert_eq!((sl.attr.uid, sl.attr.gid), (4242, 4242));
             let w = fs
                 .write(&user, &mine.handle, 0, b"object", Stability::FileSync)
                 .unwrap();

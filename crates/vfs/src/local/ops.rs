@@ -166,10 +166,11 @@ impl LocalFs {
         let stat = rfs::fstat(fd).map_err(errno)?;
         let current = stat.st_mode & 0o7777;
         let wanted = current | (mode & 0o777);
+        let (uid, gid) = creation_owner(set);
         let rest = SetAttr {
             mode: Some(wanted).filter(|&m| m != current),
-            uid: set.uid.filter(|&u| u != stat.st_uid),
-            gid: set.gid.filter(|&g| g != stat.st_gid),
+            uid: uid.filter(|&u| u != stat.st_uid),
+            gid: gid.filter(|&g| g != stat.st_gid),
             size: None,
             atime: set.atime,
             mtime: set.mtime,
@@ -671,11 +672,12 @@ impl Filesystem for LocalFs {
             let fd = self.open_child_path(d.fd.as_fd(), name).map_err(errno)?;
             // A symlink has no mode of its own and no size to set.
             let stat = rfs::fstat(&fd).map_err(errno)?;
+            let (uid, gid) = creation_owner(attr);
             let rest = SetAttr {
                 mode: None,
                 size: None,
-                uid: attr.uid.filter(|&u| u != stat.st_uid),
-                gid: attr.gid.filter(|&g| g != stat.st_gid),
+                uid: uid.filter(|&u| u != stat.st_uid),
+                gid: gid.filter(|&g| g != stat.st_gid),
                 ..*attr
             };
             self.set_attrs(fd.as_fd(), &stat, &rest)?;
@@ -893,6 +895,18 @@ impl Filesystem for LocalFs {
 
     fn listing_stats(&self) -> ListingStats {
         self.listing.stats()
+    }
+}
+
+/// The owner and group a create-like call asked for, as knfsd applies them
+/// (`nfsd_create_setattr`): only for root. Anyone else gets the object as the
+/// kernel made it (the caller's ids, or the directory's setgid group), not
+/// the object made and then a PERM for a chown it may not do.
+fn creation_owner(set: &SetAttr) -> (Option<u32>, Option<u32>) {
+    if crate::identity::fs_uid() == 0 {
+        (set.uid, set.gid)
+    } else {
+        (None, None)
     }
 }
 
