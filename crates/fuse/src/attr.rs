@@ -109,6 +109,7 @@ impl CachedAttr {
         (self.fetched + self.timeout).saturating_duration_since(now)
     }
 
+    #[cfg(test)]
     pub(crate) fn is_fresh(&self, now: Instant) -> bool {
         !self.remaining(now).is_zero()
     }

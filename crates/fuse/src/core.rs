@@ -229,7 +229,7 @@ impl Core {
         }
         Ok(Entry {
             attr: to_fuse(ino, &a, self.blksize),
-            ttl: node.attr.remaining(now),
+            ttl: t.ttl(ino, now),
         })
     }
 
@@ -268,7 +268,7 @@ impl Core {
         let now = Instant::now();
         let t = self.table();
         let node = t.get(ino)?;
-        if node.open.as_ref().is_some_and(|o| o.file.is_dirty()) || !node.attr.is_fresh(now) {
+        if node.open.as_ref().is_some_and(|o| o.file.is_dirty()) || !t.is_fresh(ino, now) {
             return None;
         }
         self.reply_attr(&t, ino, now).ok()
@@ -276,6 +276,13 @@ impl Core {
 
     pub(crate) fn getattr(&self, ino: u64, cred: Credential) -> OpResult<Entry> {
         let (fh, open) = self.open_file(ino)?;
+        if let Some(f) = &open {
+            // An unlink or rename since may have changed the link count,
+            // which WRITE replies sent before it do not show.
+            if self.table().links_may_have_changed(ino) {
+                f.attributes_changed();
+            }
+        }
         let attr = match open {
             // A bounded flush; the attributes of its WRITE replies, else a
             // GETATTR: the size and times include our writes.
@@ -549,8 +556,7 @@ impl Core {
         }
         let wcc = nfs.remove(&dir, name)?;
         self.dir_changed(&dir, &wcc);
-        let linked = self.table().expire_multi_linked();
-        attributes_changed(linked);
+        self.table().note_unlink();
         Ok(())
     }
 
@@ -594,8 +600,7 @@ impl Core {
         let (from_wcc, to_wcc) = nfs.rename(&from, name, &to, newname)?;
         self.dir_changed(&from, &from_wcc);
         self.dir_changed(&to, &to_wcc);
-        let linked = self.table().expire_multi_linked();
-        attributes_changed(linked);
+        self.table().note_unlink();
         Ok(())
     }
 

@@ -8,9 +8,9 @@
 //! id from a private range instead. Ids are never reused while the kernel
 //! holds them, so the generation is always 0.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rnfs_nfs3::{Fattr3, FileHandle};
 
@@ -43,6 +43,19 @@ pub(crate) struct Inode {
     nlookup: u64,
     pub(crate) attr: CachedAttr,
     pub(crate) open: Option<OpenState>,
+    /// `InodeTable::unlinks` when `attr` was taken: a multi-linked node's
+    /// link count may have changed with any later unlink or rename.
+    unlinks_seen: u64,
+}
+
+impl Inode {
+    /// Whether an unlink or rename since `attr` was taken may have changed
+    /// its link count (it had more than one link; not a directory).
+    fn links_may_have_changed(&self, unlinks: u64) -> bool {
+        self.unlinks_seen != unlinks
+            && self.attr.attr.nlink > 1
+            && self.attr.attr.ftype != rnfs_nfs3::Ftype3::Dir
+    }
 }
 
 /// Every node the kernel holds; O(1) by id and by handle.
@@ -50,9 +63,11 @@ pub(crate) struct Inode {
 pub(crate) struct InodeTable {
     nodes: HashMap<u64, Inode>,
     by_handle: HashMap<FileHandle, u64>,
-    /// Nodes whose cached link count is above 1: an unlink of some name may
-    /// change theirs, so it expires their attributes.
-    multi_link: HashSet<u64>,
+    /// Unlinks and renames so far. An unlink of some name may change the
+    /// link count of any multi-linked node: rather than expire them all (a
+    /// walk per unlink), a node's attributes are stale once this moved on
+    /// since they were taken ([`Inode::links_may_have_changed`]).
+    unlinks: u64,
     /// Nodes with an open file.
     open_count: usize,
     next_remap: u64,
@@ -64,7 +79,7 @@ impl InodeTable {
         let mut t = Self {
             nodes: HashMap::new(),
             by_handle: HashMap::new(),
-            multi_link: HashSet::new(),
+            unlinks: 0,
             open_count: 0,
             next_remap: REMAP_BASE,
         };
@@ -75,6 +90,7 @@ impl InodeTable {
                 nlookup: 1,
                 attr: CachedAttr::new(attr, now, times),
                 open: None,
+                unlinks_seen: 0,
             },
         );
         t.by_handle.insert(root, ROOT);
@@ -133,10 +149,10 @@ impl InodeTable {
                 nlookup: 1,
                 attr: CachedAttr::new(attr, now, times),
                 open: None,
+                unlinks_seen: self.unlinks,
             },
         );
         self.by_handle.insert(fh, ino);
-        self.track_links(ino, &attr);
         ino
     }
 
@@ -152,7 +168,6 @@ impl InodeTable {
         if node.nlookup == 0 && node.open.is_none() {
             let fh = node.fh;
             self.nodes.remove(&ino);
-            self.multi_link.remove(&ino);
             if self.by_handle.get(&fh) == Some(&ino) {
                 self.by_handle.remove(&fh);
             }
@@ -170,7 +185,7 @@ impl InodeTable {
     ) {
         if let Some(node) = self.nodes.get_mut(&ino) {
             node.attr.refresh(attr, now, times, ours);
-            self.track_links(ino, &attr);
+            node.unlinks_seen = self.unlinks;
         }
     }
 
@@ -194,25 +209,33 @@ impl InodeTable {
         }
     }
 
-    /// Expires every node whose link count an unlink elsewhere may change;
-    /// returns the open files among them (see [`OpenFile::attributes_changed`]).
-    pub(crate) fn expire_multi_linked(&mut self) -> Vec<Arc<OpenFile>> {
-        let mut open = Vec::new();
-        for ino in &self.multi_link {
-            if let Some(node) = self.nodes.get_mut(ino) {
-                node.attr.expire();
-                open.extend(node.open.as_ref().map(|o| Arc::clone(&o.file)));
-            }
-        }
-        open
+    /// An unlink or rename happened: every multi-linked node's attributes
+    /// are stale from now on (O(1); see `unlinks`).
+    pub(crate) fn note_unlink(&mut self) {
+        self.unlinks += 1;
     }
 
-    fn track_links(&mut self, ino: u64, attr: &Fattr3) {
-        if attr.nlink > 1 && attr.ftype != rnfs_nfs3::Ftype3::Dir {
-            self.multi_link.insert(ino);
-        } else {
-            self.multi_link.remove(&ino);
+    /// How long `ino`'s cached attributes stay valid: none left once an
+    /// unlink may have changed its link count.
+    pub(crate) fn ttl(&self, ino: u64, now: Instant) -> Duration {
+        match self.nodes.get(&ino) {
+            Some(node) if !node.links_may_have_changed(self.unlinks) => node.attr.remaining(now),
+            _ => Duration::ZERO,
         }
+    }
+
+    /// Whether `ino`'s cached attributes may be used now.
+    pub(crate) fn is_fresh(&self, ino: u64, now: Instant) -> bool {
+        !self.ttl(ino, now).is_zero()
+    }
+
+    /// Whether an unlink or rename since `ino`'s attributes were taken may
+    /// have changed its link count (its open file must then forget the
+    /// attributes of WRITE replies sent before).
+    pub(crate) fn links_may_have_changed(&self, ino: u64) -> bool {
+        self.nodes
+            .get(&ino)
+            .is_some_and(|node| node.links_may_have_changed(self.unlinks))
     }
 
     /// Gives a node without an open file its open state.
@@ -296,8 +319,14 @@ mod tests {
         two.nlink = 2;
         let ino = t.reference(fh(1), two, t0, &times);
         let single = t.reference(fh(2), attr(51), t0, &times);
-        t.expire_multi_linked();
-        assert!(!t.get(ino).unwrap().attr.is_fresh(t0));
-        assert!(t.get(single).unwrap().attr.is_fresh(t0));
+        assert!(t.is_fresh(ino, t0));
+        t.note_unlink();
+        assert!(!t.is_fresh(ino, t0));
+        assert!(t.links_may_have_changed(ino));
+        assert!(t.is_fresh(single, t0));
+        assert!(!t.links_may_have_changed(single));
+        // Fresh attributes taken after the unlink are good again.
+        t.update_attr(ino, two, t0, &times, false);
+        assert!(t.is_fresh(ino, t0));
     }
 }
