@@ -215,14 +215,16 @@ impl RecordDecoder {
 
     /// The record being assembled, to read into instead of
     /// [`read_buf`](Self::read_buf), when a record of at least the
-    /// direct-read size is arriving (at least 4 KiB of its fragment still to
-    /// come) and nothing else is buffered: the bytes
-    /// then land in the record once, instead of in the read buffer and then
-    /// the record. Its spare capacity is exactly the bytes the fragment still
-    /// lacks, so a read into it (rustix's `spare_capacity`, or
+    /// direct-read size is arriving (at least 4 KiB of it received and 4 KiB
+    /// of its fragment still to come) and nothing else is buffered: the
+    /// bytes then land in the record once, instead of in the read buffer and
+    /// then the record. Its spare capacity is exactly the bytes offered: those
+    /// the fragment still lacks, but at most 64 KiB or twice the bytes
+    /// received (the record grows with what arrives, not with what its mark
+    /// claims), so a read into it (rustix's `spare_capacity`, or
     /// `Read::take(spare).read_to_end`) cannot take the next record's bytes.
     /// Append at most that much, then call
-    /// [`direct_filled`](Self::direct_filled).
+    /// [`direct_filled`](Self::direct_filled), and ask again.
     ///
     /// The trade: one copy saved, but the read stops at the record's end. It
     /// paid for the server's 64 KiB WRITE calls (0.86x CPU per call) and the
@@ -295,7 +297,16 @@ impl RecordDecoder {
 
     /// Prepares the record being assembled as a direct read target (see
     /// [`direct_target`](Self::direct_target)); whether it is one. With
-    /// `exact`, its spare capacity is made exactly the missing bytes.
+    /// `exact`, its spare capacity is made exactly the bytes offered.
+    ///
+    /// The bytes offered are the fragment's missing bytes, but at most
+    /// [`direct_allowance`] of the bytes already received: a mark costs the
+    /// peer four bytes and may claim up to `max_record`, so a record's
+    /// buffer grows with what arrives (geometrically, so a large WRITE is
+    /// still read straight into its buffer, with O(log n) reallocations),
+    /// never with what a mark promises. An idle connection that sent a
+    /// forged mark and a few KiB thus holds a few KiB plus one chunk, not
+    /// `max_record` bytes.
     fn offer_direct(&mut self, exact: bool) -> bool {
         if self.failed.is_some() || self.start != self.end {
             return false;
@@ -303,22 +314,29 @@ impl RecordDecoder {
         let State::Body { left, .. } = self.state else {
             return false;
         };
+        let received = self.record.len();
         // `left` was checked against `max_record` when its mark was parsed.
-        let Some(end) = self.record.len().checked_add(left) else {
+        let Some(frag_end) = received.checked_add(left) else {
             return false;
         };
         // A short remainder goes through the read buffer, with what follows
-        // it, in one read.
-        if end < self.direct_min || left < self.direct_min.min(MIN_READ) {
+        // it, in one read; so do the first bytes of a record, until enough
+        // have arrived to show that it is not just a mark.
+        let small = self.direct_min.min(MIN_READ);
+        if frag_end < self.direct_min || left < small || received < small {
             return false;
         }
-        if !exact {
-            self.record.reserve(left);
-        } else if self.record.capacity() < end {
-            self.record.reserve_exact(left);
+        // Capacity already held costs nothing more (a supplied buffer, or a
+        // direct read that came back short), up to the fragment's end.
+        let end = received
+            .saturating_add(left.min(direct_allowance(received)))
+            .max(self.record.capacity())
+            .min(frag_end);
+        if self.record.capacity() < end {
+            self.record.reserve_exact(end - received);
         }
         if exact && self.record.capacity() != end {
-            // Exactly the missing bytes as spare capacity (`with_capacity`
+            // Exactly the bytes offered as spare capacity (`with_capacity`
             // guarantees the exact size; `reserve_exact` need not).
             let mut exact = Vec::with_capacity(end);
             exact.extend_from_slice(&self.record);
@@ -328,20 +346,22 @@ impl RecordDecoder {
             }
         }
         self.direct_end = Some(end);
-        self.direct_from = self.record.len();
+        self.direct_from = received;
         true
     }
 
     /// Accounts the bytes appended to [`direct_target`](Self::direct_target)'s
-    /// record (any beyond the fragment are dropped: a caller's bug).
+    /// record (any beyond the bytes offered are dropped: a caller's bug).
     pub fn direct_filled(&mut self) {
         let Some(end) = self.direct_end.take() else {
             return;
         };
-        if let State::Body { last, .. } = self.state {
+        if let State::Body { left, last } = self.state {
             self.record.truncate(end);
+            // At most `end - direct_from`, which is at most `left`.
+            let got = self.record.len().saturating_sub(self.direct_from);
             self.state = State::Body {
-                left: end - self.record.len(),
+                left: left.saturating_sub(got),
                 last,
             };
         }
@@ -493,6 +513,14 @@ impl RecordDecoder {
     }
 }
 
+/// Most bytes a direct read may add to a record of which `received` bytes
+/// arrived: one chunk, or twice what arrived. A record's capacity thus
+/// stays within three times what the peer really sent plus a chunk, and
+/// grows geometrically while the data comes.
+fn direct_allowance(received: usize) -> usize {
+    received.saturating_mul(2).max(READ_CHUNK)
+}
+
 fn split_mark(mark: u32) -> (usize, bool) {
     ((mark & !LAST_FRAGMENT) as usize, mark & LAST_FRAGMENT != 0)
 }
@@ -576,11 +604,17 @@ mod tests {
         encode_record(&big, &mut stream);
         encode_record(&small, &mut stream);
         let mut dec = RecordDecoder::new(1 << 20);
-        // The mark and 1000 bytes of the body arrive through the read buffer.
+        // The mark and 1000 bytes of the body arrive through the read buffer:
+        // too few to offer the record (see `a_forged_mark_allocates_...`).
         dec.read_buf()[..1004].copy_from_slice(&stream[..1004]);
         dec.advance(1004);
         assert_eq!(dec.next_record(), Ok(None));
-        let mut fed = 1004;
+        assert!(dec.direct_target().is_none());
+        // 7000 more, and the record is offered.
+        dec.read_buf()[..7000].copy_from_slice(&stream[1004..8004]);
+        dec.advance(7000);
+        assert_eq!(dec.next_record(), Ok(None));
+        let mut fed = 8004;
         let mut direct_reads = 0;
         while let Some(rec) = dec.direct_target() {
             let spare = rec.capacity() - rec.len();
@@ -592,7 +626,7 @@ mod tests {
             direct_reads += 1;
         }
         // The last 4000 bytes (under 4 KiB) come with the next record.
-        assert_eq!((fed, direct_reads), (4 + big.len() - 4000, 5));
+        assert_eq!((fed, direct_reads), (4 + big.len() - 4000, 4));
         assert_eq!(dec.next_record(), Ok(None));
         let rest = &stream[fed..];
         dec.read_buf()[..rest.len()].copy_from_slice(rest);
@@ -602,6 +636,111 @@ mod tests {
         assert!(dec.direct_target().is_none());
         assert_eq!(dec.next_record(), Ok(Some(small)));
         assert_eq!(dec.buffered(), 0);
+    }
+
+    /// A mark claiming a record just under the limit, then nothing: the
+    /// record's buffer grows with the bytes that arrive, not with the mark
+    /// (which once made an idle connection hold the whole claimed size), and
+    /// the record, fed in pieces, still comes out intact, read directly with
+    /// few reallocations.
+    #[test]
+    fn a_forged_mark_allocates_only_what_arrived() {
+        const MAX: usize = 1_114_112;
+        let body: Vec<u8> = (0..MAX - 1).map(|i| (i % 251) as u8).collect();
+        let mut stream = Vec::new();
+        encode_record(&body, &mut stream);
+        assert_eq!(stream[..4], 0x8010_FFFFu32.to_be_bytes());
+        for vectored in [false, true] {
+            let mut dec = RecordDecoder::new(MAX);
+            // The mark alone: nothing offered, nothing reserved.
+            dec.read_buf()[..4].copy_from_slice(&stream[..4]);
+            dec.advance(4);
+            assert_eq!(dec.next_record(), Ok(None));
+            let offered = |dec: &mut RecordDecoder| {
+                if vectored {
+                    let t = dec.read_targets();
+                    t.direct
+                        .map(|rec| (rec.capacity() - rec.len(), t.direct_room))
+                } else {
+                    let rec = dec.direct_target()?;
+                    let spare = rec.capacity() - rec.len();
+                    Some((spare, spare))
+                }
+            };
+            assert_eq!(offered(&mut dec), None);
+            assert_eq!(dec.record.capacity(), 0, "nothing reserved for a mark");
+            // 5000 bytes of body: offered, but one chunk, not the 1 MiB claimed.
+            dec.read_buf()[..5000].copy_from_slice(&stream[4..5004]);
+            dec.advance(5000);
+            assert_eq!(dec.next_record(), Ok(None));
+            let (spare, room) = offered(&mut dec).unwrap();
+            assert_eq!(room, READ_CHUNK);
+            assert!(spare <= READ_CHUNK, "{spare}");
+            assert!(dec.record.capacity() <= 5000 + READ_CHUNK);
+            dec.direct_filled();
+            // The rest in pieces of 100 KiB, each through the direct target
+            // while one is offered: the capacity stays within a chunk of
+            // three times what arrived, and grows O(log n) times.
+            let mut fed = 5004;
+            let mut direct_bytes = 0;
+            let mut grown = 0;
+            let mut capacity = dec.record.capacity();
+            let mut records = Vec::new();
+            while fed < stream.len() {
+                let piece = (stream.len() - fed).min(100 * 1024);
+                let n = if vectored {
+                    let t = dec.read_targets();
+                    let room = t.direct_room;
+                    let mut n = 0;
+                    if let Some(rec) = t.direct {
+                        assert!(room <= rec.capacity() - rec.len());
+                        n = piece.min(room);
+                        rec.extend_from_slice(&stream[fed..fed + n]);
+                        direct_bytes += n;
+                    }
+                    if n == room || room == 0 {
+                        let b = (piece - n).min(t.buf.len());
+                        t.buf[..b].copy_from_slice(&stream[fed + n..fed + n + b]);
+                        n += b;
+                    }
+                    dec.targets_filled(n);
+                    n
+                } else if let Some(rec) = dec.direct_target() {
+                    let n = piece.min(rec.capacity() - rec.len());
+                    rec.extend_from_slice(&stream[fed..fed + n]);
+                    direct_bytes += n;
+                    dec.direct_filled();
+                    n
+                } else {
+                    let buf = dec.read_buf();
+                    let n = piece.min(buf.len());
+                    buf[..n].copy_from_slice(&stream[fed..fed + n]);
+                    dec.advance(n);
+                    n
+                };
+                fed += n;
+                let held = dec.record.capacity();
+                if held != capacity {
+                    grown += 1;
+                    capacity = held;
+                }
+                assert!(
+                    held <= 3 * dec.buffered() + READ_CHUNK,
+                    "{held} held for {} received",
+                    dec.buffered()
+                );
+                while let Some(rec) = dec.next_record().unwrap() {
+                    records.push(rec);
+                }
+            }
+            assert_eq!(records, vec![body.clone()], "vectored: {vectored}");
+            assert!(grown <= 6, "{grown} reallocations");
+            assert!(
+                direct_bytes >= body.len() * 9 / 10,
+                "{direct_bytes} of {} read directly",
+                body.len()
+            );
+        }
     }
 
     /// A vectored read fills the large record's missing bytes first, then
