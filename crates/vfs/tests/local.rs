@@ -870,6 +870,46 @@ fn switched_identity_uses_kernel_permissions() {
     assert_eq!(std::fs::read(dir.path().join("mine2")).unwrap(), b"object");
 }
 
+/// A caller who may write a file but not read it (mode 0620, a member of its
+/// group) can WRITE it, as on knfsd, and still may not READ it.
+#[test]
+fn a_write_only_caller_can_write() {
+    if !is_root() {
+        eprintln!("skipped: needs root to play an ordinary user");
+        return;
+    }
+    let dir = temp_dir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = dir.path().join("log");
+    std::fs::write(&path, b"").unwrap();
+    std::os::unix::fs::chown(&path, Some(0), Some(4343)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o620)).unwrap();
+    let fs = open(dir.path());
+    let r = fs.root();
+    let log = lookup(&fs, &r, b"log").unwrap();
+    let member = Cred {
+        uid: 4242,
+        gid: 4242,
+        groups: vec![4343],
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            identity::switch_to(&member).unwrap();
+            let w = fs.write(&member, &log, 0, b"entry", Stability::FileSync);
+            assert_eq!(w.unwrap().count, 5);
+            let mut out = Vec::new();
+            let r = fs.read(&member, &log, 0, 5, &mut out);
+            assert_eq!(r.unwrap_err(), FsError::Access);
+            // Again, from the cached write-only descriptor.
+            let w = fs.write(&member, &log, 5, b"s", Stability::Unstable);
+            assert_eq!(w.unwrap().count, 1);
+        });
+    });
+    assert_eq!(std::fs::read(&path).unwrap(), b"entrys");
+    // Root reads through a descriptor of its own, not the write-only one.
+    assert_eq!(read(&fs, &log, 6).unwrap(), b"entrys");
+}
+
 /// Without CAP_DAC_READ_SEARCH (here: opened by a thread whose fsuid is not
 /// 0), handles resolve through the bounded cache filled by lookups.
 #[test]

@@ -372,11 +372,14 @@ pub struct LocalFs {
     info: FsInfo,
 }
 
-/// A cached descriptor opened for reading, or for reading and writing.
+/// A cached descriptor opened for reading, writing, or both.
 #[derive(Debug)]
 struct OpenFile {
     fd: OwnedFd,
     writable: bool,
+    /// False for a descriptor opened write-only: the caller who opened it
+    /// could write the file but not read it (mode 0622 and a group member).
+    readable: bool,
     /// COMMITs of this file share `fsync`s.
     sync: group_sync::GroupSync,
 }
@@ -851,7 +854,7 @@ impl LocalFs {
         known: Option<&Node>,
     ) -> FsResult<(Arc<OpenFile>, Stat)> {
         if let Some(file) = self.open_files.get(fh) {
-            if file.writable || !write {
+            if if write { file.writable } else { file.readable } {
                 let stat = rfs::fstat(&file.fd).map_err(errno)?;
                 if stat.st_nlink == 0 {
                     self.forget(fh);
@@ -872,15 +875,31 @@ impl LocalFs {
         };
         check_regular(&node.stat)?;
         let flags = if write { OFlags::RDWR } else { OFlags::RDONLY };
-        let fd = self.reopen(node.fd.as_fd(), flags).map_err(errno)?;
+        let (fd, readable) = match self.reopen(node.fd.as_fd(), flags) {
+            Ok(fd) => (fd, true),
+            // A writer who may not read (as knfsd, which opens write-only for
+            // a WRITE): the descriptor serves writes only.
+            Err(Errno::ACCESS) if write => {
+                let fd = self
+                    .reopen(node.fd.as_fd(), OFlags::WRONLY)
+                    .map_err(errno)?;
+                (fd, false)
+            }
+            Err(e) => return Err(errno(e)),
+        };
         let file = Arc::new(OpenFile {
             fd,
             writable: write,
+            readable,
             sync: group_sync::GroupSync::default(),
         });
-        // A read-only descriptor never displaces one that can also write (two
-        // threads that missed at once).
-        let better = write || self.open_files.get(fh).is_none_or(|f| !f.writable);
+        // A descriptor never displaces one that can do more (two threads that
+        // missed at once): read and write, then write, then read.
+        let rank = |f: &OpenFile| u8::from(f.writable) * 2 + u8::from(f.readable);
+        let better = self
+            .open_files
+            .get(fh)
+            .is_none_or(|f| rank(&file) > rank(&f));
         if better {
             drop(self.open_files.insert(*fh, Arc::clone(&file)));
         }

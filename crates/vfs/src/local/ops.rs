@@ -210,6 +210,7 @@ impl LocalFs {
         let file = Arc::new(OpenFile {
             fd,
             writable: true,
+            readable: true,
             sync: super::group_sync::GroupSync::default(),
         });
         drop(self.open_files.insert(fh, file));
