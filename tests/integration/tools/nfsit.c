@@ -11,6 +11,8 @@
  *   nfsit excl PATH             exclusive create: exit 0 created, 3 EEXIST, 1 other error
  *   nfsit rename OLD NEW        plain rename(2): exit 0, or print the errno name and exit 1
  *   nfsit asuser UID GID CMD... run CMD with that uid/gid and no supplementary groups
+ *   nfsit seekdir DIR           every telldir() position (cookies) is non-negative and
+ *                               seekdir() to it resumes at the entry that followed it
  *   nfsit restart [options]     crash test: data committed with fsync survives kill -9
  *                               of the server; open fds and dir handles keep working
  * Every failure prints "nfsit: FAIL ..." and exits 1.
@@ -475,6 +477,56 @@ static int asuser(int argc, char **argv)
     return 1;
 }
 
+/* ---------------------------------------------------------------- seekdir */
+
+/* The Linux client hands the server's READDIR cookies to applications as
+ * telldir() positions; lseek() on an NFS directory refuses a negative one. */
+static int do_seekdir(int argc, char **argv)
+{
+    if (argc != 2)
+        fail("usage: nfsit seekdir DIR");
+    DIR *d = opendir(argv[1]);
+    if (!d)
+        fail("opendir %s: %s", argv[1], strerror(errno));
+    size_t n = 0, cap = 1024;
+    char **names = malloc(cap * sizeof *names);
+    long *after = malloc(cap * sizeof *after);
+    if (!names || !after)
+        fail("out of memory");
+    struct dirent *e;
+    while ((errno = 0, e = readdir(d))) {
+        if (n == cap) {
+            cap *= 2;
+            names = realloc(names, cap * sizeof *names);
+            after = realloc(after, cap * sizeof *after);
+            if (!names || !after)
+                fail("out of memory");
+        }
+        names[n] = strdup(e->d_name);
+        after[n] = telldir(d);
+        if (after[n] < 0)
+            fail("telldir after %s is %ld", e->d_name, after[n]);
+        n++;
+    }
+    if (errno)
+        fail("readdir %s: %s", argv[1], strerror(errno));
+    /* Back to each position, last first, so every seek goes backwards too. */
+    for (size_t i = n; i-- > 1;) {
+        seekdir(d, after[i - 1]);
+        errno = 0;
+        e = readdir(d);
+        if (!e)
+            fail("seekdir(%ld) after %s: %s", after[i - 1], names[i - 1],
+                 errno ? strerror(errno) : "end of directory");
+        if (strcmp(e->d_name, names[i]))
+            fail("seekdir(%ld) after %s gave %s, want %s", after[i - 1], names[i - 1],
+                 e->d_name, names[i]);
+    }
+    closedir(d);
+    printf("nfsit seekdir: %zu positions ok\n", n);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- restart */
 
 static int ctl_fd = -1;
@@ -723,7 +775,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
-        fprintf(stderr, "usage: nfsit integrity|mkfiles|excl|rename|asuser|restart ...\n");
+        fprintf(stderr, "usage: nfsit integrity|mkfiles|excl|rename|asuser|restart|seekdir ...\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -739,6 +791,8 @@ int main(int argc, char **argv)
         return asuser(argc - 1, argv + 1);
     if (!strcmp(mode, "restart"))
         return restart(argc - 1, argv + 1);
+    if (!strcmp(mode, "seekdir"))
+        return do_seekdir(argc - 1, argv + 1);
     fprintf(stderr, "nfsit: unknown mode %s\n", mode);
     return 2;
 }

@@ -85,10 +85,13 @@
 //! A handle whose object has no links left is `Stale`.
 //!
 //! # READDIR cookies
-//! `.` and `..` come first with the cookies `1 << 63 | 1` and `1 << 63 | 2`; the
-//! kernel's own entries follow, each with its `d_off`, the position after it,
-//! which ext4, xfs, btrfs and tmpfs (since Linux 6.6) keep stable while the entry
-//! exists and which always has bit 63 clear. A listing stopped by a full reply
+//! `.` and `..` come first with the cookies `0x7fff_ffff_0000_0001` and
+//! `..._0002`, positions none of these file systems hands out (see
+//! `readdir.rs`); the kernel's own entries follow, each with its `d_off`, the
+//! position after it, which ext4, xfs, btrfs and tmpfs (since Linux 6.6) keep
+//! stable while the entry exists. Every cookie has bit 63 clear: Linux clients
+//! give cookies to applications as `telldir` positions, and a negative one
+//! cannot be `seekdir`ed to. A listing stopped by a full reply
 //! keeps its descriptor, and the entries read past the reply's last one, in a
 //! bounded cache (CLOCK, 256 by default) keyed by directory handle and cookie;
 //! the call resuming from that cookie reads on from it, after checking that

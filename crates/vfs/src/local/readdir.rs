@@ -28,13 +28,23 @@ use crate::{
 /// there is nothing to verify (knfsd sends zeros for these file systems too).
 pub(super) const VERIFIER: CookieVerifier = [0; 8];
 
-/// Bit 63 marks the synthetic cookies; a file system's `d_off` is a
-/// non-negative `loff_t` and never has it.
-const TAG: u64 = 1 << 63;
+/// The synthetic cookies of `.` and `..` are positions no file system we
+/// serve hands out: ext4's hash positions are `(major >> 1) << 32 | minor`
+/// and its major hash is never 0xffff_fffe or odd, so bits 32..63 are never
+/// all ones; xfs and tmpfs positions fit 32 bits; btrfs counts up from 2.
+/// Bit 63 stays clear, as in every `d_off`: Linux clients hand cookies to
+/// applications as `telldir` positions, and `lseek` refuses a negative one.
+const SYNTHETIC: u64 = 0x7fff_ffff_0000_0000;
 /// The cookie of `.`: resume with `..`.
-const AFTER_DOT: u64 = TAG | 1;
+const AFTER_DOT: u64 = SYNTHETIC | 1;
 /// The cookie of `..`: resume with the first real entry.
-const AFTER_DOTDOT: u64 = TAG | 2;
+const AFTER_DOTDOT: u64 = SYNTHETIC | 2;
+
+/// Whether a cookie is one the kernel could have handed out: neither 0 (the
+/// start), nor a negative `loff_t`, nor one of the synthetic two.
+fn is_kernel_position(cookie: u64) -> bool {
+    cookie != 0 && i64::try_from(cookie).is_ok() && cookie != AFTER_DOT && cookie != AFTER_DOTDOT
+}
 
 /// First `getdents64` buffer: about a hundred typical entries.
 const FIRST_BUF: usize = 4 * 1024;
@@ -94,7 +104,7 @@ impl LocalFs {
             0 => (true, true, 0),
             AFTER_DOT => (false, true, 0),
             AFTER_DOTDOT => (false, false, 0),
-            c if c & TAG != 0 => return Err(FsError::BadCookie),
+            c if !is_kernel_position(c) => return Err(FsError::BadCookie),
             c => (false, false, c),
         };
         if dot {
@@ -516,7 +526,7 @@ impl LocalFs {
         known: Option<Known<'_>>,
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> FsResult<bool> {
-        if entry.cookie == 0 || entry.cookie & TAG != 0 {
+        if !is_kernel_position(entry.cookie) {
             // Not a file system whose positions we can hand out.
             return Err(FsError::Io);
         }

@@ -11,8 +11,9 @@ fn name(i: usize) -> Vec<u8> {
     format!("entry-{i:04}").into_bytes()
 }
 
-/// `.` and `..` come first with the right file ids; every cookie is non-zero
-/// and distinct.
+/// `.` and `..` come first with the right file ids; every cookie is non-zero,
+/// distinct and a non-negative `loff_t`: Linux clients hand cookies to
+/// applications as `telldir` positions, and `lseek` refuses a negative one.
 pub fn readdir_lists_dot_entries_first<F: Filesystem>(fx: &Fixture<F>) {
     let fs = fx.fs();
     let root_h = fs.root();
@@ -30,6 +31,9 @@ pub fn readdir_lists_dot_entries_first<F: Filesystem>(fx: &Fixture<F>) {
     let cookies: HashSet<u64> = all.iter().map(|e| e.cookie).collect();
     assert_eq!(cookies.len(), all.len(), "duplicate cookies: {all:?}");
     assert!(!cookies.contains(&0), "cookie 0 handed out");
+    for e in &all {
+        assert!(i64::try_from(e.cookie).is_ok(), "negative position: {e:?}");
+    }
     // An empty directory lists only the two.
     let e = mkdir(fs, &root_h, b"empty");
     let all = list(fs, &e);

@@ -190,6 +190,7 @@ i=1; while [ $i -le "$NENT" ]; do : > "$T/many/entry-$i"; i=$((i + 1)); done
 drop
 eq "ls -l lists $NENT files (READDIRPLUS)" "$(ls -l "$T/many" | grep -c '^-')" "$NENT"
 eq "all names listed" "$(ls "$T/many" | sort | md5sum)" "$(i=1; while [ $i -le "$NENT" ]; do echo "entry-$i"; i=$((i + 1)); done | sort | md5sum)"
+eq "seekdir to every telldir position (READDIR cookies)" "$("$NFSIT" seekdir "$T/many" 2>&1)" "nfsit seekdir: $((NENT + 2)) positions ok"
 M2=/tmp/smoke-m2.$$
 mkdir -p "$M2"
 if o=$(mount -i -t nfs -o "$LC_MOUNT_OPTS,nordirplus" "$LC_SERVER:$LC_EXPORT" "$M2" 2>&1); then
