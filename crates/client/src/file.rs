@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use rnfs_nfs3::{Fattr3, FileHandle, Nfstime3, Sattr3, WriteVerf3};
 
 use crate::error::{ClientError, NfsError};
-use crate::nfs::{NfsClient, PendingRead, PendingWrite, WriteOutcome};
+use crate::nfs::{CollectedWrite, NfsClient, PendingRead, PendingWrite, WriteOutcome};
 use crate::readahead::ReadAhead;
 use crate::session::Session;
 use crate::writeback::{
@@ -682,8 +682,15 @@ impl NfsFile {
                 break;
             }
             let (id, call) = entry.remove_entry();
-            let outcome = call.wait(); // ready: does not block
-            st.write_reply(self.now(), id, outcome);
+            match call.try_collect() {
+                CollectedWrite::Done(outcome) => st.write_reply(self.now(), id, outcome),
+                CollectedWrite::Again(paused) => {
+                    // NFS3ERR_JUKEBOX: sent again by whoever waits for it
+                    // next (`wait_progress`), not under the lock.
+                    st.pending.insert(id, paused);
+                    break;
+                }
+            }
         }
     }
 

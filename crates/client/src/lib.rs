@@ -25,8 +25,8 @@ pub mod writeback;
 pub use error::{nfsstat_errno, ClientError, NfsError};
 pub use file::{DirtyBudget, FileStats, IoConfig, NfsFile};
 pub use nfs::{
-    Created, DirEntry, DirPage, DirPlusEntry, Export, NfsClient, PendingRead, PendingWrite,
-    ReadOutcome, WriteOutcome,
+    CollectedWrite, Created, DirEntry, DirPage, DirPlusEntry, Export, NfsClient, PendingRead,
+    PendingWrite, ReadOutcome, WriteOutcome,
 };
 pub use session::Session;
 pub use sync::{CallError, SyncConnection};

@@ -14,10 +14,81 @@ use rnfs_nfs3::{
     Symlinkdata3, UmntArgs, WccData, WriteArgs, WriteRes, WriteResOk, WriteVerf3, MOUNT_PROGRAM,
     MOUNT_V3, NFS_PROGRAM, NFS_V3,
 };
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use rnfs_xdr::{Decode, DecodeError, Encode, Reader};
 
 use crate::error::{ClientError, NfsError};
-use crate::transport::{Credential, PendingCall, RpcClient};
+use crate::transport::{ClientOptions, Credential, PendingCall, RpcClient};
+
+/// The first pause before a call the server answered with NFS3ERR_JUKEBOX
+/// ("try again later") is sent again; it doubles per retry.
+const JUKEBOX_FIRST_PAUSE: Duration = Duration::from_millis(100);
+/// The longest pause between retries: Linux's fixed NFSv3 pause
+/// (`NFS_JUKEBOX_RETRY_TIME`).
+const JUKEBOX_MAX_PAUSE: Duration = Duration::from_secs(5);
+
+/// Retries of one call the server answers with NFS3ERR_JUKEBOX.
+///
+/// The server did nothing and asks to be asked again later (it is short of
+/// memory, or the file is on its way back from slower storage), so the call
+/// is sent again, as a new call, after a pause that grows from 100 ms to 5 s:
+/// for ever when `hard`, as Linux does, and while the soft time limit
+/// (`timeout` x (`retrans` + 1)) lasts otherwise, after which the caller gets
+/// the status (`EAGAIN`). Write-behind loses no data to it.
+#[derive(Debug)]
+struct Jukebox {
+    pause: Duration,
+    /// `None`: hard.
+    give_up_at: Option<Instant>,
+}
+
+impl Jukebox {
+    fn new(options: &ClientOptions) -> Self {
+        let patience = options
+            .timeout
+            .saturating_mul(options.retrans.saturating_add(1));
+        Self {
+            pause: JUKEBOX_FIRST_PAUSE,
+            give_up_at: (!options.hard).then(|| Instant::now() + patience),
+        }
+    }
+
+    /// The pause before the next try, or `None` once a soft client gives up.
+    fn next_pause(&mut self) -> Option<Duration> {
+        let pause = self.pause;
+        if self
+            .give_up_at
+            .is_some_and(|at| Instant::now() + pause > at)
+        {
+            return None;
+        }
+        self.pause = (pause * 2).min(JUKEBOX_MAX_PAUSE);
+        Some(pause)
+    }
+}
+
+/// Decodes an NFS result with `decode`, unless it is NFS3ERR_JUKEBOX (the
+/// first word of every NFSv3 result) and `jukebox` allows another try:
+/// then the pause before it. `jukebox` starts at the first JUKEBOX, so
+/// other calls never read the clock.
+fn unless_jukebox<T>(
+    r: &mut Reader<'_>,
+    jukebox: &mut Option<Jukebox>,
+    options: &ClientOptions,
+    decode: impl FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
+) -> Result<Result<T, Duration>, DecodeError> {
+    if matches!(Nfsstat3::decode(&mut r.clone()), Ok(Nfsstat3::Jukebox)) {
+        if let Some(pause) = jukebox
+            .get_or_insert_with(|| Jukebox::new(options))
+            .next_pause()
+        {
+            return Ok(Err(pause));
+        }
+    }
+    decode(r).map(Ok)
+}
 
 /// The result of a READ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,28 +181,110 @@ pub struct PendingWrite(WriteState);
 #[derive(Debug)]
 enum WriteState {
     /// In flight, holding a background slot.
-    Sent(PendingCall),
+    Sent(PendingCall, Resend),
+    /// Answered NFS3ERR_JUKEBOX: to be sent again, not before `at`.
+    Paused {
+        request: Arc<Vec<u8>>,
+        at: Instant,
+        resend: Resend,
+    },
     /// Made synchronously: the background slots were all held.
     Done(Result<WriteOutcome, NfsError>),
 }
 
+/// What [`PendingWrite::try_collect`] found.
+#[derive(Debug)]
+pub enum CollectedWrite {
+    /// The WRITE's result.
+    Done(Result<WriteOutcome, NfsError>),
+    /// The server answered NFS3ERR_JUKEBOX: [`wait`](PendingWrite::wait)
+    /// for the WRITE later, which pauses and sends it again.
+    Again(PendingWrite),
+}
+
+/// What sending an answered call again needs.
+#[derive(Debug)]
+struct Resend {
+    rpc: RpcClient,
+    jukebox: Option<Jukebox>,
+}
+
 impl PendingWrite {
-    /// Whether the reply has arrived ([`wait`](Self::wait) will not block).
+    /// Whether the reply has arrived ([`wait`](Self::wait) will not block,
+    /// unless the reply is NFS3ERR_JUKEBOX: see
+    /// [`try_collect`](Self::try_collect)).
     pub fn is_ready(&self) -> bool {
         match &self.0 {
-            WriteState::Sent(call) => call.is_ready(),
+            WriteState::Sent(call, _) => call.is_ready(),
+            WriteState::Paused { .. } => false,
             WriteState::Done(_) => true,
         }
     }
 
-    /// Waits for the reply.
+    /// Waits for the reply. A NFS3ERR_JUKEBOX reply is retried (see
+    /// [`NfsClient`]), so this may pause and send the WRITE again.
     pub fn wait(self) -> Result<WriteOutcome, NfsError> {
-        match self.0 {
-            WriteState::Sent(call) => {
-                let res = call.wait(decoded::<WriteRes>)?;
-                res.into_ok().map(write_outcome).map_err(fail)
+        let mut write = self;
+        loop {
+            match write.step() {
+                CollectedWrite::Done(outcome) => return outcome,
+                CollectedWrite::Again(again) => write = again,
             }
-            WriteState::Done(outcome) => outcome,
+        }
+    }
+
+    /// The result of a WRITE whose reply arrived ([`is_ready`](Self::is_ready)),
+    /// without pausing: when the server answered NFS3ERR_JUKEBOX, the WRITE
+    /// comes back, to be [`wait`](Self::wait)ed for later (which pauses and
+    /// sends it again). On a WRITE not ready, blocks until its reply.
+    pub fn try_collect(self) -> CollectedWrite {
+        match self.0 {
+            paused @ WriteState::Paused { .. } => CollectedWrite::Again(Self(paused)),
+            state => Self(state).step(),
+        }
+    }
+
+    /// Waits for the reply, or pauses and sends the WRITE again.
+    fn step(self) -> CollectedWrite {
+        let (got, request, resend) = match self.0 {
+            WriteState::Sent(call, mut resend) => {
+                let request = call.request();
+                let got = call.wait(|r| {
+                    unless_jukebox(
+                        r,
+                        &mut resend.jukebox,
+                        resend.rpc.options(),
+                        decoded::<WriteRes>,
+                    )
+                });
+                (got, request, resend)
+            }
+            WriteState::Paused {
+                request,
+                at,
+                mut resend,
+            } => {
+                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                let got = resend.rpc.call_again(&request, |r| {
+                    unless_jukebox(
+                        r,
+                        &mut resend.jukebox,
+                        resend.rpc.options(),
+                        decoded::<WriteRes>,
+                    )
+                });
+                (got, request, resend)
+            }
+            WriteState::Done(outcome) => return CollectedWrite::Done(outcome),
+        };
+        match got {
+            Ok(Ok(res)) => CollectedWrite::Done(res.into_ok().map(write_outcome).map_err(fail)),
+            Ok(Err(pause)) => CollectedWrite::Again(Self(WriteState::Paused {
+                request,
+                at: Instant::now() + pause,
+                resend,
+            })),
+            Err(e) => CollectedWrite::Done(Err(e.into())),
         }
     }
 
@@ -154,18 +307,35 @@ fn write_outcome(ok: WriteResOk) -> WriteOutcome {
 
 /// A READ sent by [`NfsClient::start_read`], not yet collected.
 #[derive(Debug)]
-pub struct PendingRead(PendingCall);
+pub struct PendingRead(PendingCall, Resend);
 
 impl PendingRead {
     /// Whether the reply has arrived ([`wait_into`](Self::wait_into) will not
-    /// block).
+    /// block, unless the reply is NFS3ERR_JUKEBOX).
     pub fn is_ready(&self) -> bool {
         self.0.is_ready()
     }
 
-    /// Waits for the reply and copies its data into `buf`.
+    /// Waits for the reply and copies its data into `buf`. A NFS3ERR_JUKEBOX
+    /// reply is retried (see [`NfsClient`]), so this may pause and send the
+    /// READ again.
     pub fn wait_into(self, buf: &mut [u8]) -> Result<ReadOutcome, NfsError> {
-        self.0.wait(|r| read_into(r, buf))?
+        let Self(call, mut resend) = self;
+        let request = call.request();
+        let options = resend.rpc.options().clone();
+        let mut got =
+            call.wait(|r| unless_jukebox(r, &mut resend.jukebox, &options, |r| read_into(r, buf)))?;
+        loop {
+            match got {
+                Ok(outcome) => return outcome,
+                Err(pause) => {
+                    std::thread::sleep(pause);
+                    got = resend.rpc.call_again(&request, |r| {
+                        unless_jukebox(r, &mut resend.jukebox, &options, |r| read_into(r, buf))
+                    })?;
+                }
+            }
+        }
     }
 }
 
@@ -194,6 +364,12 @@ fn read_into(
 }
 
 /// Typed NFSv3 and MOUNT v3 calls as one credential. Cloning is cheap.
+///
+/// A call the server answers with NFS3ERR_JUKEBOX ("try again later": it did
+/// nothing) is sent again as a new call after a pause that doubles from
+/// 100 ms to 5 s: for ever on a `hard` client, as Linux does, and until the
+/// soft time limit (`timeout` x (`retrans` + 1)) on a soft one, which then
+/// fails with the status. Asynchronous calls do the same when collected.
 #[derive(Debug, Clone)]
 pub struct NfsClient {
     rpc: RpcClient,
@@ -296,19 +472,35 @@ impl NfsClient {
         &self.rpc
     }
 
-    fn nfs<A, T, F>(&self, proc_: NfsProc3, args: &A, decode: F) -> Result<T, NfsError>
+    /// An NFS call, sent again while the server answers NFS3ERR_JUKEBOX
+    /// (see [`NfsClient`]).
+    fn nfs<A, T, F>(&self, proc_: NfsProc3, args: &A, mut decode: F) -> Result<T, NfsError>
     where
         A: Encode + ?Sized,
-        F: FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
+        F: FnMut(&mut Reader<'_>) -> Result<T, DecodeError>,
     {
-        Ok(self.rpc.call(
-            &self.cred,
-            NFS_PROGRAM,
-            NFS_V3,
-            u32::from(proc_),
-            args,
-            decode,
-        )?)
+        let mut jukebox = None;
+        loop {
+            let got = self.rpc.call(
+                &self.cred,
+                NFS_PROGRAM,
+                NFS_V3,
+                u32::from(proc_),
+                args,
+                |r| unless_jukebox(r, &mut jukebox, self.rpc.options(), &mut decode),
+            )?;
+            match got {
+                Ok(res) => return Ok(res),
+                Err(pause) => std::thread::sleep(pause),
+            }
+        }
+    }
+
+    fn resend(&self) -> Resend {
+        Resend {
+            rpc: self.rpc.clone(),
+            jukebox: None,
+        }
     }
 
     /// An NFS call whose result owns its data: the `resok` struct, or the
@@ -484,7 +676,10 @@ impl NfsClient {
         count: u32,
     ) -> Result<PendingRead, NfsError> {
         let args = read_args(fh, offset, count);
-        Ok(PendingRead(self.nfs_submit(NfsProc3::Read, &args)?))
+        Ok(PendingRead(
+            self.nfs_submit(NfsProc3::Read, &args)?,
+            self.resend(),
+        ))
     }
 
     /// [`start_read`](Self::start_read) only if the transport has a free
@@ -505,7 +700,7 @@ impl NfsClient {
                 u32::from(NfsProc3::Read),
                 &args,
             )?
-            .map(PendingRead))
+            .map(|call| PendingRead(call, self.resend())))
     }
 
     /// Sends a WRITE without waiting for it, as a background call
@@ -525,7 +720,7 @@ impl NfsClient {
             .rpc
             .submit_background(&self.cred, NFS_PROGRAM, NFS_V3, proc_, &args)?
         {
-            Some(call) => Ok(PendingWrite(WriteState::Sent(call))),
+            Some(call) => Ok(PendingWrite(WriteState::Sent(call, self.resend()))),
             None => Ok(PendingWrite(WriteState::Done(
                 self.nfs_ok::<WriteRes>(NfsProc3::Write, &args)
                     .map(write_outcome),

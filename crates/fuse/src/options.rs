@@ -116,7 +116,12 @@ impl MountOptions {
 impl Default for MountOptions {
     fn default() -> Self {
         Self {
-            client: ClientOptions::default(),
+            // mount.nfs mounts hard: a server that goes away makes calls
+            // wait for it, not fail with EIO (which loses written data).
+            client: ClientOptions {
+                hard: true,
+                ..ClientOptions::default()
+            },
             cache: CacheTimes::default(),
             cto: true,
             read_only: false,
@@ -310,6 +315,9 @@ mod tests {
     #[test]
     fn parses_mount_nfs_options() {
         let mut o = MountOptions::default();
+        assert!(o.client.hard, "mount.nfs mounts hard by default");
+        o.apply("soft").unwrap();
+        assert!(!o.client.hard);
         o.apply("ro,acregmin=1,acregmax=7,timeo=15,retrans=4,hard,nconnect=4")
             .unwrap();
         o.apply("rsize=65536,wsize=70000,wb_max_outstanding=0,vers=3,nolock")

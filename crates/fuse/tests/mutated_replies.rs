@@ -91,7 +91,8 @@ fn the_mount_survives_mutated_replies() {
     let mut options = MountOptions::default();
     // No attribute cache: every stat reaches the server (and the proxy), and
     // the final check sees the server's state, not odd cached attributes.
-    options.apply("noac,timeo=20,retrans=2").unwrap();
+    // Soft: a dropped reply must end in an error, not a wait for ever.
+    options.apply("noac,soft,timeo=20,retrans=2").unwrap();
     let handle = rnfs_fuse::spawn(&proxied, mnt_dir.path(), options).unwrap();
     let m = handle.mountpoint().to_owned();
     stats.enabled.store(true, Ordering::Relaxed);

@@ -298,6 +298,12 @@ impl PendingCall {
         self.state.is_ready()
     }
 
+    /// The encoded request (with this call's XID), to send it again as a
+    /// new call ([`RpcClient::call_again`](super::RpcClient::call_again)).
+    pub(crate) fn request(&self) -> Arc<Vec<u8>> {
+        Arc::clone(&self.state.request)
+    }
+
     /// Waits for the reply and decodes its results with `decode`.
     ///
     /// Retransmits (same XID) every `timeout`; fails with

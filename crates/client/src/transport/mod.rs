@@ -99,7 +99,9 @@ impl Credential {
     }
 }
 
-/// How an [`RpcClient`] behaves. `Default` gives the Linux TCP mount defaults.
+/// How an [`RpcClient`] behaves. `Default` gives the Linux TCP mount defaults
+/// except `soft`: a library call or a command should fail when the server is
+/// gone, not wait for ever. `rnfs mount` mounts `hard`, as mount.nfs does.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// How long to wait for a reply before retransmitting (Linux `timeo`, 60 s).
@@ -308,6 +310,17 @@ impl RpcClient {
         let record = encode_request(cred, prog, vers, proc_, args);
         // The caller waits at once: it reads its own reply (no reader wake-up).
         self.start(record, true)?.wait(decode)
+    }
+
+    /// Sends `request`, a record encoded for an earlier call, as a new call
+    /// (a new XID) and waits for its reply: a call the server answered with
+    /// "try again later" (NFS3ERR_JUKEBOX). The earlier call's record is
+    /// shared with its send queue, so this copies it.
+    pub(crate) fn call_again<T, F>(&self, request: &[u8], decode: F) -> Result<T, ClientError>
+    where
+        F: FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
+    {
+        self.start(request.to_vec(), true)?.wait(decode)
     }
 
     /// Sends a call and returns at once; [`PendingCall::wait`] collects the

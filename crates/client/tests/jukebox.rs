@@ -1,0 +1,156 @@
+//! NFS3ERR_JUKEBOX ("try again later": the server did nothing) is retried,
+//! as the Linux client does: synchronous calls, pending READs and WRITEs, and
+//! write-behind lose nothing to it. A proxy in front of an in-process rnfs
+//! server answers chosen calls with it (`support/jukebox_proxy.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+mod common;
+#[path = "support/jukebox_proxy.rs"]
+mod jukebox_proxy;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Backend, TestServer};
+use jukebox_proxy::{jukebox_proxy, JukeboxPlan};
+use rnfs_client::{
+    ClientOptions, Credential, DirtyBudget, IoConfig, NfsClient, NfsError, NfsFile, RpcClient,
+};
+use rnfs_nfs3::{CreateHow3, FileHandle, Nfsstat3, Sattr3};
+
+const GETATTR: u32 = 1;
+const READ: u32 = 6;
+const WRITE: u32 = 7;
+const CREATE: u32 = 8;
+const COMMIT: u32 = 21;
+
+/// A client of `server` through a proxy that follows `plan`.
+fn client_through(
+    server: &TestServer,
+    plan: &Arc<JukeboxPlan>,
+    options: ClientOptions,
+) -> NfsClient {
+    let port = server.url.nfs_port.unwrap();
+    let proxy = jukebox_proxy(SocketAddr::from(([127, 0, 0, 1], port)), Arc::clone(plan));
+    NfsClient::new(
+        RpcClient::connect(proxy, options).unwrap(),
+        Credential::root(),
+    )
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect()
+}
+
+/// The whole file, read without the proxy.
+fn read_direct(nfs: &NfsClient, fh: &FileHandle) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let got = nfs.read(fh, out.len() as u64, &mut buf).unwrap();
+        out.extend_from_slice(&buf[..got.count]);
+        if got.count == 0 || got.eof {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn jukebox_replies_are_retried_and_write_behind_loses_no_data() {
+    let server = TestServer::rnfs(Backend::Local);
+    let direct = server.session();
+    let dir = server.scratch(&direct);
+    let plan = JukeboxPlan::new(&[
+        (CREATE, 1),
+        (GETATTR, 2),
+        (WRITE, 6),
+        (COMMIT, 1),
+        (READ, 2),
+    ]);
+    let c = client_through(&server, &plan, ClientOptions::default());
+
+    // CREATE is not idempotent: the retry is what creates the file.
+    let how = CreateHow3::Guarded(Sattr3::default());
+    let fh = c.create(&dir, b"f", how).unwrap().handle.unwrap();
+    let attr = c.getattr(&fh).unwrap();
+    let config = IoConfig {
+        wsize: 64 << 10,
+        max_outstanding_writes: 4,
+        ..IoConfig::default()
+    };
+    let budget = DirtyBudget::new(DirtyBudget::DEFAULT_MAX_BYTES);
+    let f = NfsFile::new(c.clone(), FileHandle::clone(&fh), &attr, config, budget);
+    let data = pattern(1 << 20);
+    for (i, chunk) in data.chunks(64 << 10).enumerate() {
+        f.write(i as u64 * (64 << 10), chunk).unwrap();
+    }
+    f.fsync().unwrap();
+    let stats = f.stats();
+    assert_eq!(stats.write_errors, 0, "{stats:?}");
+    assert!(stats.writes_sent >= 16, "{stats:?}");
+    f.close().unwrap();
+    assert_eq!(c.getattr(&fh).unwrap().size, 1 << 20);
+    assert_eq!(read_direct(direct.nfs(), &fh), data);
+
+    // A pending READ and a synchronous one, each answered JUKEBOX first.
+    let mut buf = vec![0u8; 4096];
+    let got = c
+        .start_read(&fh, 0, 4096)
+        .unwrap()
+        .wait_into(&mut buf)
+        .unwrap();
+    assert_eq!((got.count, &buf[..]), (4096, &data[..4096]));
+    let got = c.read(&fh, 8192, &mut buf).unwrap();
+    assert_eq!((got.count, &buf[..]), (4096, &data[8192..12288]));
+
+    for (proc_, want) in [
+        (CREATE, 1),
+        (GETATTR, 2),
+        (WRITE, 6),
+        (COMMIT, 1),
+        (READ, 2),
+    ] {
+        assert_eq!(plan.answered(proc_), want, "procedure {proc_}");
+    }
+}
+
+#[test]
+fn a_soft_client_gives_up_on_jukebox_at_its_time_limit_a_hard_one_never() {
+    let server = TestServer::rnfs(Backend::Memory);
+    let root = server.session().root();
+    // Soft: 200 ms x (1 + 1) = 400 ms of patience; pauses of 100 and 200 ms
+    // fit, the third (400 ms) does not.
+    let soft = ClientOptions {
+        timeout: Duration::from_millis(200),
+        retrans: 1,
+        hard: false,
+        ..ClientOptions::default()
+    };
+    let plan = JukeboxPlan::always(&[(GETATTR, 1000)]);
+    let c = client_through(&server, &plan, soft.clone());
+    let start = Instant::now();
+    let got = c.getattr(&root);
+    let took = start.elapsed();
+    assert!(
+        matches!(got, Err(NfsError::Status(Nfsstat3::Jukebox))),
+        "{got:?}"
+    );
+    assert_eq!(plan.answered(GETATTR), 3);
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+
+    // Hard: past the soft limit (100 + 200 + 400 + 800 ms), then the answer.
+    let plan = JukeboxPlan::always(&[(GETATTR, 5)]);
+    let hard = ClientOptions { hard: true, ..soft };
+    let c = client_through(&server, &plan, hard);
+    let start = Instant::now();
+    c.getattr(&root).unwrap();
+    assert_eq!(plan.answered(GETATTR), 5);
+    assert!(
+        start.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        start.elapsed()
+    );
+}
