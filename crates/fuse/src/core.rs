@@ -106,6 +106,25 @@ fn attr_or_getattr(nfs: &NfsClient, fh: &FileHandle, attr: Option<Fattr3>) -> Op
     }
 }
 
+/// The handle and attributes of `name` in `dir`, with what a listing gave.
+fn described(
+    nfs: &NfsClient,
+    dir: &FileHandle,
+    name: &[u8],
+    handle: Option<FileHandle>,
+    attr: Option<Fattr3>,
+) -> Result<(FileHandle, Fattr3), NfsError> {
+    let (fh, attr) = match handle {
+        Some(fh) => (fh, attr),
+        None => nfs.lookup(dir, name)?,
+    };
+    let attr = match attr {
+        Some(a) => a,
+        None => nfs.getattr(&fh)?,
+    };
+    Ok((fh, attr))
+}
+
 fn sattr_mode(mode: u32) -> Sattr3 {
     Sattr3 {
         mode: Some(mode & 0o7777),
@@ -892,11 +911,16 @@ impl Core {
                 _ if e.name == b"." || e.name == b".." => continue,
                 (handle, attr) => {
                     // The server left them out: ask for them.
-                    let (fh, a) = match handle {
-                        Some(fh) => (fh, attr),
-                        None => nfs.lookup(&dir, &e.name)?,
-                    };
-                    (fh, attr_or_getattr(&nfs, &fh, a)?)
+                    match described(&nfs, &dir, &e.name, handle, attr) {
+                        Ok(described) => described,
+                        // Removed since it was listed, or a mount point the
+                        // server does not cross: no entry to show, and no
+                        // reason to fail the rest of the listing.
+                        Err(NfsError::Status(
+                            Nfsstat3::Noent | Nfsstat3::Stale | Nfsstat3::Xdev,
+                        )) => continue,
+                        Err(e) => return Err(e.into()),
+                    }
                 }
             };
             items.push(DirItem {

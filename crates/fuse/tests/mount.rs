@@ -264,6 +264,35 @@ fn large_directory_listing() {
     assert_eq!(fs::read_dir(t.m("made")).unwrap().count(), 300);
 }
 
+/// A file system mounted inside the export: the server lists it without a
+/// handle and refuses its LOOKUP (XDEV); the listing goes on without it
+/// (it once failed whole with EXDEV).
+#[test]
+fn a_mount_point_inside_the_export_does_not_fail_its_listing() {
+    if skip("a_mount_point_inside_the_export_does_not_fail_its_listing") {
+        return;
+    }
+    let t = TestMount::new();
+    fs::create_dir(t.e("mnt")).unwrap();
+    fs::write(t.e("a"), b"a").unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "rnfs-test"])
+        .arg(t.e("mnt"))
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        println!("SKIP: cannot mount a tmpfs here");
+        return;
+    }
+    let listed = fs::read_dir(t.m("")).map(|d| {
+        d.map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect::<Vec<_>>()
+    });
+    let _ = Command::new("umount").arg("-l").arg(t.e("mnt")).status();
+    assert_eq!(listed.unwrap(), ["a"]);
+}
+
 #[test]
 fn close_to_open_sees_other_writers() {
     if skip("close_to_open_sees_other_writers") {
