@@ -1081,3 +1081,92 @@ fn read_cached_answers_from_the_page_cache_only() {
     );
     assert_eq!(read(&fs, &fh, 256 << 10).unwrap(), data);
 }
+
+/// Sets `path`'s POSIX access ACL: the owner `owner`, a named user `uid`
+/// with `named`, the owning group `group`, the mask `mask` and others
+/// nothing (the `system.posix_acl_access` format: version 2, then tag,
+/// permissions and id per entry, little-endian).
+fn set_acl(path: &Path, owner: u16, uid: u32, named: u16, group: u16, mask: u16) -> bool {
+    const UNDEFINED: u32 = u32::MAX;
+    let mut value = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in [
+        (0x01u16, owner, UNDEFINED),
+        (0x02, named, uid),
+        (0x04, group, UNDEFINED),
+        (0x10, mask, UNDEFINED),
+        (0x20, 0, UNDEFINED),
+    ] {
+        value.extend_from_slice(&tag.to_le_bytes());
+        value.extend_from_slice(&perm.to_le_bytes());
+        value.extend_from_slice(&id.to_le_bytes());
+    }
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: NUL-terminated path and name; `value` outlives the call.
+    let rc = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            c"system.posix_acl_access".as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    rc == 0
+}
+
+/// ACCESS grants what a POSIX ACL grants beyond the mode bits (a named
+/// user's entry), as the kernel and knfsd do, and no more.
+#[test]
+fn access_follows_posix_acls() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = temp_dir();
+    std::fs::write(dir.path().join("f"), b"f").unwrap();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    // f: owner rw, user 4242 rw, group r, mask rw (mode 0660); d: owner
+    // rwx, user 4242 r-x, group ---, mask r-x (mode 0750).
+    if !set_acl(&dir.path().join("f"), 6, 4242, 6, 4, 6)
+        || !set_acl(&dir.path().join("d"), 7, 4242, 5, 0, 5)
+    {
+        eprintln!("skipped: no POSIX ACLs here");
+        return;
+    }
+    let fs = open(dir.path());
+    let r = fs.root();
+    let f = lookup(&fs, &r, b"f").unwrap();
+    let d = lookup(&fs, &r, b"d").unwrap();
+    let named = Cred {
+        uid: 4242,
+        gid: 4242,
+        groups: vec![],
+    };
+    let stranger = Cred {
+        uid: 4343,
+        gid: 4343,
+        groups: vec![],
+    };
+    let all = access::READ
+        | access::LOOKUP
+        | access::MODIFY
+        | access::EXTEND
+        | access::DELETE
+        | access::EXECUTE;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            identity::switch_to(&named).unwrap();
+            let (got, attr) = fs.access(&named, &f, all).unwrap();
+            assert_eq!(attr.mode, 0o660);
+            assert_eq!(got, access::READ | access::MODIFY | access::EXTEND);
+            let (got, attr) = fs.access(&named, &d, all).unwrap();
+            assert_eq!(attr.mode, 0o750);
+            assert_eq!(got, access::READ | access::LOOKUP);
+        });
+        s.spawn(|| {
+            identity::switch_to(&stranger).unwrap();
+            assert_eq!(fs.access(&stranger, &f, all).unwrap().0, 0);
+            assert_eq!(fs.access(&stranger, &d, all).unwrap().0, 0);
+        });
+    });
+}

@@ -160,8 +160,9 @@
 //! fsgid and groups with [`identity::switch_to`] (which [`identity::as_fs_root`]
 //! relies on) and the kernel checks permissions. ACCESS
 //! ([`Filesystem::access`](crate::Filesystem::access)) computes from the mode
-//! bits as knfsd's `nfsd_access` does; a read-only export removes MODIFY, EXTEND
-//! and DELETE.
+//! bits, and asks the kernel (`faccessat2` as the caller) for what they refuse,
+//! so POSIX ACLs grant as they do for knfsd's `nfsd_access`; a read-only export
+//! removes MODIFY, EXTEND and DELETE.
 //!
 //! # Limitations
 //! - Requires `/proc/self/fd` (checked at open).

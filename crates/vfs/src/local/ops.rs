@@ -430,6 +430,66 @@ impl LocalFs {
         Ok(u32::try_from(done).unwrap_or(u32::MAX))
     }
 
+    /// Which of the `refused` ACCESS bits, refused by the mode bits, the
+    /// kernel grants the caller all the same: a POSIX ACL's named user or
+    /// group entry grants what the mode bits cannot say (knfsd's ACCESS asks
+    /// the kernel for each bit). Such an entry grants at most the ACL's
+    /// mask, which the mode's group bits show, and never to the owner; so
+    /// the kernel is asked (`faccessat2`, as this thread's file-system
+    /// identity, which must be the caller's) only for a kind of access the
+    /// group bits allow and the caller is refused: a 0644 file or 0755
+    /// directory costs nothing. An ACL can also refuse what the mode bits
+    /// grant; ACCESS then says more than the operation allows, which the
+    /// kernel refuses.
+    fn granted_beyond_mode(&self, cred: &Cred, node: &Node, attr: &Attr, refused: u32) -> u32 {
+        let mask = (attr.mode >> 3) & 7;
+        if mask == 0 || cred.uid == attr.uid || !self.has_faccessat2.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let dir = attr.ftype == FileType::Directory;
+        let writes = if self.read_only {
+            0
+        } else if dir {
+            access::MODIFY | access::EXTEND | access::DELETE
+        } else {
+            access::MODIFY | access::EXTEND
+        };
+        let kinds = [
+            (access::READ, 4, libc::R_OK),
+            (
+                if dir { access::LOOKUP } else { access::EXECUTE },
+                1,
+                libc::X_OK,
+            ),
+            // Changing a directory's entries needs search permission too.
+            (
+                writes,
+                2,
+                if dir {
+                    libc::W_OK | libc::X_OK
+                } else {
+                    libc::W_OK
+                },
+            ),
+        ];
+        let mut granted = 0;
+        let mut switched = None;
+        for (bits, mode_bit, want) in kinds {
+            if refused & bits == 0 || mask & mode_bit == 0 {
+                continue;
+            }
+            // The server switched to the caller's identity (privileged
+            // mode): checked once, and only when the kernel is asked.
+            if !*switched.get_or_insert_with(|| crate::identity::fs_uid() == cred.uid) {
+                return 0;
+            }
+            if sys::access_fd(node.fd.as_fd(), want).is_ok() {
+                granted |= refused & bits;
+            }
+        }
+        granted
+    }
+
     /// A write or sync failed: data acknowledged as unstable may be lost, so the
     /// verifier changes (knfsd's `commit_reset_write_verifier`), except for
     /// errors that say nothing about the data.
@@ -532,8 +592,13 @@ impl Filesystem for LocalFs {
     }
 
     fn access(&self, cred: &Cred, fh: &BackendHandle, mask: u32) -> FsResult<(u32, Attr)> {
-        let attr = self.attr(&self.resolve(fh)?.stat);
-        Ok((access_bits(cred, &attr, self.read_only) & mask, attr))
+        let node = self.resolve(fh)?;
+        let attr = self.attr(&node.stat);
+        let mut granted = access_bits(cred, &attr, self.read_only) & mask;
+        if granted != mask && cred.uid != 0 {
+            granted |= self.granted_beyond_mode(cred, &node, &attr, mask & !granted);
+        }
+        Ok((granted, attr))
     }
 
     fn readlink(&self, _cred: &Cred, fh: &BackendHandle, out: &mut Vec<u8>) -> FsResult<Attr> {
