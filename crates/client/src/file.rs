@@ -10,8 +10,9 @@
 //! what the engine asks for and collect replies themselves (`getattr` sends
 //! and collects only what its flush needs),
 //! and dirty data older than [`IoConfig::dirty_expire`] is sent at the
-//! file's next `read`, `write`, `flush`, `fsync` or `getattr` (a file nobody
-//! touches keeps it until then, or until it is dropped).
+//! file's next `read`, `write`, `flush`, `fsync` or `getattr`. A file nobody
+//! touches keeps it until then, until it is dropped, or until the owner's
+//! flusher calls [`NfsFile::write_back_expired`] (`rnfs mount` has one).
 //!
 //! **Locking.** One mutex (`state`) guards both engines, the WRITEs in
 //! flight and the read-ahead cache; one condvar (`progress`) is signalled
@@ -517,6 +518,30 @@ impl NfsFile {
         }
         drop(st);
         Ok(data.len())
+    }
+
+    /// For a periodic flusher (a mount's; the library has no thread of its
+    /// own): if this file holds data written more than
+    /// [`IoConfig::dirty_expire`] ago, writes everything back and COMMITs it,
+    /// waiting for the replies, as Linux's flusher writes back and commits
+    /// dirty pages older than `dirty_expire_centisecs`; otherwise sends only
+    /// what is due and collects replies that arrived. A WRITE or COMMIT
+    /// failure is kept for the application's next `fsync` or `close`.
+    /// Returns whether the file still holds data (dirty, in flight or not
+    /// committed).
+    pub fn write_back_expired(&self) -> Result<bool, NfsError> {
+        let mut st = self.lock();
+        let expired = st
+            .wb
+            .oldest_held()
+            .is_some_and(|t| t + self.config.dirty_expire <= self.now());
+        if expired {
+            let t = st.wb.request_sync();
+            st = self.drive_until(st, |s| s.wb.is_synced(t))?;
+        } else {
+            st = self.pump(st);
+        }
+        Ok(st.wb.held_bytes() > 0)
     }
 
     /// Sends everything written so far and waits for the replies (data may

@@ -234,6 +234,8 @@ pub struct WritebackStats {
 trait Piece {
     fn len(&self) -> u64;
     fn seq(&self) -> u64;
+    /// When the oldest bytes here were written.
+    fn since(&self) -> Duration;
     /// Keeps `[0, at)`, returns `[at, len)`; `0 < at < len`.
     fn split_off(&mut self, at: u64) -> Self;
     fn bytes(&self) -> &[u8];
@@ -273,6 +275,10 @@ impl Piece for Dirty {
     fn seq(&self) -> u64 {
         self.seq
     }
+
+    fn since(&self) -> Duration {
+        self.since
+    }
     fn split_off(&mut self, at: u64) -> Self {
         Self {
             data: self.data.split_off(to_usize(at)),
@@ -291,6 +297,10 @@ impl Piece for Flight {
     }
     fn seq(&self) -> u64 {
         self.seq
+    }
+
+    fn since(&self) -> Duration {
+        self.since
     }
     fn split_off(&mut self, at: u64) -> Self {
         Self {
@@ -311,6 +321,10 @@ impl Piece for Unstable {
     }
     fn seq(&self) -> u64 {
         self.seq
+    }
+
+    fn since(&self) -> Duration {
+        self.since
     }
     fn split_off(&mut self, at: u64) -> Self {
         Self {
@@ -415,6 +429,14 @@ impl<P: Piece> Ranges<P> {
 
     fn min_seq(&self) -> Option<u64> {
         self.by_seq.first().map(|(s, _)| *s)
+    }
+
+    /// When the bytes of the oldest write here were written (pieces keep
+    /// their oldest write's sequence number and time, so the first piece by
+    /// sequence number has them).
+    fn oldest_since(&self) -> Option<Duration> {
+        let (_, start) = self.by_seq.first()?;
+        self.map.get(start).map(Piece::since)
     }
 
     /// The end of the last piece (pieces are disjoint, so the largest end).
@@ -763,6 +785,19 @@ impl<E: From<WritebackError>> Writeback<E> {
         let start = pick.filter(|s| self.window_allows(self.chunk_len(*s)))?;
         self.stats.expired_writes += 1;
         Some(self.send(start, StableHow::Unstable))
+    }
+
+    /// When the oldest data held here (dirty, in flight or not yet
+    /// committed) was written, if there is any.
+    pub fn oldest_held(&self) -> Option<Duration> {
+        [
+            self.dirty.oldest_since(),
+            self.inflight.oldest_since(),
+            self.unstable.oldest_since(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// When the oldest dirty data expires, if there is any.
@@ -1299,6 +1334,28 @@ mod tests {
             self.wb.overlay(0, &mut v);
             v
         }
+    }
+
+    #[test]
+    fn the_oldest_held_data_is_dated_until_it_is_committed() {
+        let mut h = Harness::new(4096, 4);
+        assert_eq!(h.wb.oldest_held(), None);
+        h.now = Duration::from_secs(1);
+        h.write(0, &[1; 100]);
+        h.now = Duration::from_secs(5);
+        h.write(8192, &[2; 100]);
+        assert_eq!(h.wb.oldest_held(), Some(Duration::from_secs(1)), "dirty");
+        let t = h.wb.request_flush();
+        h.pump();
+        assert!(h.wb.outstanding() > 0);
+        assert_eq!(h.wb.oldest_held(), Some(Duration::from_secs(1)), "in flight");
+        while !h.wb.is_flushed(t) {
+            h.answer(0, Answer::Unstable);
+            h.pump();
+        }
+        assert_eq!(h.wb.oldest_held(), Some(Duration::from_secs(1)), "unstable");
+        assert_eq!(h.fsync(), None);
+        assert_eq!(h.wb.oldest_held(), None, "committed");
     }
 
     #[test]

@@ -20,6 +20,7 @@ use rnfs_nfs3::{
 use crate::attr::{self, data_changed, decode_dev, to_fuse};
 use crate::cred::Credentials;
 use crate::data::OpenFile;
+use crate::flusher::{self, FlushQueue, FlusherHandle};
 use crate::inode::{InodeTable, OpenState};
 use crate::options::MountOptions;
 
@@ -89,6 +90,10 @@ pub(crate) struct Core {
     name_max: u32,
     /// Tells the kernel to drop what it cached of a node.
     notifier: OnceLock<fuser::Notifier>,
+    /// Open files holding data, for the flusher thread.
+    flush_queue: Arc<FlushQueue>,
+    /// Stops the flusher thread with the core.
+    _flusher: Option<FlusherHandle>,
 }
 
 /// READs one file's read-ahead window may hold.
@@ -162,6 +167,17 @@ impl Core {
         if let Some(b) = opts.wb_max_outstanding_bytes {
             io.max_outstanding_write_bytes = b;
         }
+        if let Some(e) = opts.wb_expire {
+            io.dirty_expire = e;
+        }
+        let flush_queue = Arc::new(FlushQueue::default());
+        let flusher = flusher::spawn(Arc::clone(&flush_queue), io.dirty_expire)
+            .inspect_err(|e| {
+                tracing::warn!(
+                    "no flusher thread ({e}): idle open files keep their data until used"
+                )
+            })
+            .ok();
         // Each read-ahead READ holds a transport slot until it is read, and
         // NfsFile sends a whole window before collecting any: keep the window
         // to a few READs so small rsizes cannot use up the slot table.
@@ -192,6 +208,8 @@ impl Core {
             name_max,
             opts,
             notifier: OnceLock::new(),
+            flush_queue,
+            _flusher: flusher,
         }
     }
 
@@ -783,6 +801,7 @@ impl Core {
         let (_, open) = self.open_file(ino)?;
         let f = open.ok_or(Errno(libc::EBADF))?;
         let n = f.write(offset, data)?;
+        self.flush_queue.note_write(&f);
         self.table().expire(ino);
         u32::try_from(n).map_err(|_| Errno(libc::EIO))
     }

@@ -2,7 +2,7 @@
 //! write-behind and read-ahead engine) shared by every open of the node, plus
 //! what the mount needs to know about it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rnfs_client::{NfsClient, NfsError, NfsFile};
 use rnfs_nfs3::Fattr3;
@@ -15,6 +15,8 @@ pub(crate) struct OpenFile {
     written: AtomicU64,
     /// The value of `written` the last completed fsync started from.
     synced: AtomicU64,
+    /// In the mount's flush queue (`flusher.rs`).
+    pub(crate) queued: AtomicBool,
 }
 
 impl OpenFile {
@@ -23,6 +25,7 @@ impl OpenFile {
             file,
             written: AtomicU64::new(0),
             synced: AtomicU64::new(0),
+            queued: AtomicBool::new(false),
         }
     }
 
@@ -51,6 +54,17 @@ impl OpenFile {
     pub(crate) fn write(&self, offset: u64, data: &[u8]) -> Result<usize, NfsError> {
         self.written.fetch_add(1, Ordering::AcqRel);
         self.file.write(offset, data)
+    }
+
+    /// Writes back and commits what was written more than the expiry ago
+    /// (see `NfsFile::write_back_expired`); whether data is left.
+    pub(crate) fn write_back_expired(&self) -> Result<bool, NfsError> {
+        self.file.write_back_expired()
+    }
+
+    /// Whether the file holds data the server has not made stable.
+    pub(crate) fn holds_data(&self) -> bool {
+        self.file.held_bytes() > 0
     }
 
     /// Writes back everything and COMMITs it (close-to-open, fsync).

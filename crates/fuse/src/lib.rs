@@ -46,6 +46,7 @@ mod attr;
 mod core;
 mod cred;
 mod data;
+mod flusher;
 mod fs;
 mod inode;
 mod options;

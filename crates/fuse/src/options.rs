@@ -84,6 +84,11 @@ pub struct MountOptions {
     /// Dirty bytes all open files may hold before writers wait
     /// (`wb_dirty_mb`, in MiB); `None`: the engine's default (256 MiB).
     pub dirty_limit: Option<u64>,
+    /// Data written this long ago is written back and committed, by the
+    /// file's next operation or by the mount's flusher if the file is idle
+    /// (`wb_expire`, in seconds); `None`: the engine's default (30 s, as
+    /// Linux's `dirty_expire_centisecs`).
+    pub wb_expire: Option<Duration>,
     /// Threads serving FUSE requests (`threads`).
     pub threads: usize,
     /// Let every user use the mount (`allow_other`); `None`: yes when
@@ -130,6 +135,7 @@ impl Default for MountOptions {
             wb_max_outstanding: None,
             wb_max_outstanding_bytes: None,
             dirty_limit: None,
+            wb_expire: None,
             threads: 16,
             allow_other: None,
         }
@@ -234,6 +240,10 @@ impl MountOptions {
             "wb_max_outstanding_kb" => {
                 let kb: u64 = number(name, value, 0, 1 << 20)?;
                 self.wb_max_outstanding_bytes = Some(kb << 10);
+            }
+            "wb_expire" => {
+                let s: u64 = number(name, value, 1, 3600)?;
+                self.wb_expire = Some(Duration::from_secs(s));
             }
             "wb_dirty_mb" => {
                 let mb: u64 = number(name, value, 1, 1 << 20)?;

@@ -293,6 +293,31 @@ fn a_mount_point_inside_the_export_does_not_fail_its_listing() {
     assert_eq!(listed.unwrap(), ["a"]);
 }
 
+/// Data written to a file that then stays open and idle reaches the server
+/// by itself once it expires (`wb_expire`), as the kernel's flusher writes
+/// back dirty pages: it once stayed in the mount until the next operation.
+#[test]
+fn an_idle_open_files_data_is_written_back_when_it_expires() {
+    if skip("an_idle_open_files_data_is_written_back_when_it_expires") {
+        return;
+    }
+    let t = TestMount::with_options("wb_expire=1");
+    let data = pattern(10_000, 7);
+    let mut f = File::create(t.m("idle")).unwrap();
+    f.write_all(&data).unwrap();
+    // Less than one WRITE: nothing is sent early.
+    assert_eq!(fs::metadata(t.e("idle")).unwrap().len(), 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while fs::read(t.e("idle")).unwrap() != data {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not written back while the file stays open"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(f);
+}
+
 #[test]
 fn close_to_open_sees_other_writers() {
     if skip("close_to_open_sees_other_writers") {

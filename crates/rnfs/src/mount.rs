@@ -59,6 +59,9 @@ Mount options (-o, comma-separated, as mount.nfs spells them):
                           allowed. A single writer over a long fast link wants
                           its bandwidth-delay product here.
   wb_dirty_mb=M           dirty MiB all files may hold before writers wait (256)
+  wb_expire=S             data written S seconds ago is written back and
+                          committed, by a flusher thread if the file is idle
+                          (30, as Linux's vm.dirty_expire_centisecs), 1-3600
   threads=N               threads serving FUSE requests (16)
   allow_other, noallow_other
                           let other users use the mount (default: when root)
