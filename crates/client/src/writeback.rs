@@ -1348,7 +1348,11 @@ mod tests {
         let t = h.wb.request_flush();
         h.pump();
         assert!(h.wb.outstanding() > 0);
-        assert_eq!(h.wb.oldest_held(), Some(Duration::from_secs(1)), "in flight");
+        assert_eq!(
+            h.wb.oldest_held(),
+            Some(Duration::from_secs(1)),
+            "in flight"
+        );
         while !h.wb.is_flushed(t) {
             h.answer(0, Answer::Unstable);
             h.pump();

@@ -361,21 +361,10 @@ impl RpcClient {
     where
         A: Encode + ?Sized,
     {
-        let conn = self.pick();
-        if !conn.take_background() {
-            return Ok(None);
-        }
-        let record = encode_request(cred, prog, vers, proc_, args);
-        let idx = match reserve_blocking(conn) {
-            Ok(idx) => idx,
-            Err(e) => {
-                conn.give_back_background();
-                return Err(e);
-            }
-        };
-        Ok(Some(PendingCall::new(
-            CallState::start(Arc::clone(conn), idx, record, false, false).counted_as_background(),
-        )))
+        self.submit_counted(
+            |conn| reserve_blocking(conn).map(Some),
+            || encode_request(cred, prog, vers, proc_, args),
+        )
     }
 
     /// [`submit_background`](Self::submit_background), but only if a slot
@@ -393,17 +382,34 @@ impl RpcClient {
     where
         A: Encode + ?Sized,
     {
+        self.submit_counted(
+            |conn| Ok(conn.slots.try_reserve()),
+            || encode_request(cred, prog, vers, proc_, args),
+        )
+    }
+
+    /// A background call on the next connection: takes one of its
+    /// background counts (`None` when they are spent), a slot from `reserve`
+    /// (`None`: no slot now; the count goes back, as it does on an error),
+    /// then encodes the `record` and sends it.
+    fn submit_counted(
+        &self,
+        reserve: impl FnOnce(&Conn) -> Result<Option<u32>, ClientError>,
+        record: impl FnOnce() -> Vec<u8>,
+    ) -> Result<Option<PendingCall>, ClientError> {
         let conn = self.pick();
         if !conn.take_background() {
             return Ok(None);
         }
-        let Some(idx) = conn.slots.try_reserve() else {
-            conn.give_back_background();
-            return Ok(None);
+        let idx = match reserve(conn) {
+            Ok(Some(idx)) => idx,
+            other => {
+                conn.give_back_background();
+                return other.map(|_| None);
+            }
         };
-        let record = encode_request(cred, prog, vers, proc_, args);
         Ok(Some(PendingCall::new(
-            CallState::start(Arc::clone(conn), idx, record, false, false).counted_as_background(),
+            CallState::start(Arc::clone(conn), idx, record(), false, false).counted_as_background(),
         )))
     }
 
