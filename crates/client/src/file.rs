@@ -649,6 +649,15 @@ impl NfsFile {
         Ok(attr)
     }
 
+    /// Says that the server's attributes, fetched by a call this file did
+    /// not make (a close-to-open revalidation by another open of a shared
+    /// file), show `size`: the file's size becomes that, or the end of the
+    /// data it holds if larger, as after [`getattr`](Self::getattr). Reads
+    /// end at this size, so one left stale would read a grown file short.
+    pub fn set_server_size(&self, size: u64) {
+        self.lock().wb.set_server_size(size);
+    }
+
     /// The client's view of the size, dirty data included.
     pub fn size(&self) -> u64 {
         self.lock().wb.size()

@@ -688,6 +688,11 @@ impl Core {
                         f.close()?;
                     }
                 }
+                if let Some(f) = &open {
+                    // Every open shares the file: reads end at its size,
+                    // which another client may have changed.
+                    f.set_server_size(fresh.size);
+                }
             }
         }
         if attr.ftype != Ftype3::Reg {

@@ -105,6 +105,13 @@ impl OpenFile {
         self.file.truncate_as(nfs, size)
     }
 
+    /// The server's attributes, fetched by another call (an open's
+    /// revalidation), say the file is `size` bytes (see
+    /// `NfsFile::set_server_size`).
+    pub(crate) fn set_server_size(&self, size: u64) {
+        self.file.set_server_size(size);
+    }
+
     /// `attr` with our size if we hold writes the server has not seen.
     pub(crate) fn patch(&self, attr: &mut Fattr3) {
         if self.is_dirty() {

@@ -348,6 +348,32 @@ fn close_to_open_sees_other_writers() {
     );
 }
 
+/// A file another client changes while this mount holds it open: a new
+/// open revalidates it (close-to-open) and reads all of it, though every
+/// open of the node shares one `NfsFile`, which once kept the size it had
+/// when first opened and read the grown file short.
+#[test]
+fn close_to_open_sees_the_new_size_of_a_file_held_open() {
+    if skip("close_to_open_sees_the_new_size_of_a_file_held_open") {
+        return;
+    }
+    let t = TestMount::new();
+    fs::write(t.m("f"), pattern(1000, 1)).unwrap();
+    let mut held = File::open(t.m("f")).unwrap();
+    let mut old = Vec::new();
+    held.read_to_end(&mut old).unwrap();
+    assert_eq!(old, pattern(1000, 1));
+    // Another client (here: the server's own directory) grows it, then
+    // shrinks it, while `held` keeps it open here.
+    fs::write(t.e("f"), pattern(5000, 2)).unwrap();
+    let grown = fs::read(t.m("f")).unwrap();
+    assert_eq!(grown.len(), 5000, "a new open reads the grown file whole");
+    assert_eq!(grown, pattern(5000, 2));
+    fs::write(t.e("f"), pattern(300, 3)).unwrap();
+    assert_eq!(fs::read(t.m("f")).unwrap(), pattern(300, 3));
+    drop(held);
+}
+
 #[test]
 fn unlinked_open_file_stays_readable() {
     if skip("unlinked_open_file_stays_readable") {
