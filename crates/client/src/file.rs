@@ -351,6 +351,15 @@ impl State {
     }
 }
 
+/// One READ of read-ahead to send.
+struct Ahead {
+    at: u64,
+    len: u64,
+    /// This client's data in `[at, at + len)` before the READ is sent
+    /// ([`Writeback::snapshot`]).
+    held: Vec<(u64, Vec<u8>)>,
+}
+
 /// What a thread that did I/O without the lock brings back.
 enum Sent {
     Write(WriteId, Result<PendingWrite, NfsError>),
@@ -483,9 +492,21 @@ impl NfsFile {
         });
         let epoch = st.cache_epoch;
         let held = st.wb.snapshot(offset, len);
+        // Taken now, before the READs go out: data acknowledged FILE_SYNC or
+        // committed before they are sent is on the server when they are
+        // read; data dropped later (no write bumps `epoch`) may not be.
+        let ahead: Vec<Ahead> = prefetch
+            .into_iter()
+            .flat_map(|r| pieces(r, u64::from(self.config.rsize)))
+            .map(|(at, len)| Ahead {
+                at,
+                len,
+                held: st.wb.snapshot(at, len),
+            })
+            .collect();
         drop(st);
-        if let Some(r) = prefetch.filter(|r| !r.is_empty()) {
-            self.prefetch(r, epoch);
+        if !ahead.is_empty() {
+            self.prefetch(ahead, epoch);
         }
         let mut pos = offset;
         while pos < end {
@@ -861,34 +882,39 @@ impl NfsFile {
 
     // ----- reading -----
 
-    /// Sends READs for `range` (in `rsize` pieces) and caches them, unless a
-    /// write came in between.
-    fn prefetch(&self, range: Range<u64>, epoch: u64) {
-        let rsize = u64::from(self.config.rsize);
-        let mut calls = Vec::new();
-        let mut pos = range.start;
-        while pos < range.end {
-            let n = (range.end - pos).min(rsize);
+    /// Sends a READ for each piece of `ahead` (read at `epoch`) and caches
+    /// them, unless a write came in between.
+    fn prefetch(&self, ahead: Vec<Ahead>, epoch: u64) {
+        let Some(start) = ahead.first().map(|a| a.at) else {
+            return;
+        };
+        let mut calls = Vec::with_capacity(ahead.len());
+        let mut cancel = None;
+        for Ahead { at, len, held } in ahead {
             // Read-ahead never waits for a transport slot: an uncollected
             // READ holds its slot, so waiting here could wait on ourselves.
-            match self.nfs.try_start_read(&self.fh, pos, n as u32) {
-                Ok(Some(call)) => calls.push((pos, n, call)),
-                Ok(None) | Err(_) => break,
+            match self.nfs.try_start_read(&self.fh, at, len as u32) {
+                Ok(Some(call)) => calls.push((at, len, call, held)),
+                Ok(None) | Err(_) => {
+                    cancel = Some(at);
+                    break;
+                }
             }
-            pos += n;
         }
+        #[cfg(test)]
+        tests::hooks::read_ahead_sent();
         let mut st = self.lock();
         st.stats.read_ahead_reads += calls.len() as u64;
         if st.cache_epoch != epoch {
-            st.ra.cancel(range.start);
+            st.ra.cancel(start);
             return;
         }
-        if pos < range.end {
-            st.ra.cancel(pos);
+        if let Some(at) = cancel {
+            st.ra.cancel(at);
         }
-        for (at, len, call) in calls {
-            // No write since `epoch`: what is held now was held when sent.
-            let held = st.wb.snapshot(at, len);
+        for (at, len, call, held) in calls {
+            // `held` was taken before the READ was sent: what this client
+            // held then and may have dropped since (no write since `epoch`).
             st.cache_insert(at, Cached::Pending { len, call, held });
         }
     }
@@ -966,6 +992,14 @@ impl NfsFile {
     }
 }
 
+/// `range` cut into READs of at most `rsize` bytes: (offset, length).
+fn pieces(range: Range<u64>, rsize: u64) -> impl Iterator<Item = (u64, u64)> {
+    let end = range.end;
+    range
+        .step_by(usize::try_from(rsize).unwrap_or(usize::MAX))
+        .map(move |at| (at, (end - at).min(rsize)))
+}
+
 /// Copies the parts of `pieces` inside `buf` (the bytes at `base`), in order.
 fn lay(base: u64, buf: &mut [u8], pieces: &[(u64, Vec<u8>)]) {
     let end = base + buf.len() as u64;
@@ -994,6 +1028,126 @@ mod tests {
     use rnfs_nfs3::{Ftype3, Specdata3, StableHow, WccData};
 
     use super::*;
+
+    /// Code a test runs at a chosen point of an operation on its own thread.
+    pub(super) mod hooks {
+        use std::cell::RefCell;
+
+        thread_local! {
+            /// Run by `prefetch` once its READs are sent, before it caches them.
+            pub(in super::super) static READ_AHEAD_SENT: RefCell<Option<Box<dyn FnMut()>>> =
+                const { RefCell::new(None) };
+        }
+
+        pub(in super::super) fn read_ahead_sent() {
+            READ_AHEAD_SENT.with_borrow_mut(|hook| {
+                if let Some(hook) = hook {
+                    hook();
+                }
+            });
+        }
+    }
+
+    /// An in-process rnfs server on loopback (memory backend) and a session
+    /// on its export, as root.
+    #[cfg(not(loom))]
+    fn memory_server() -> (rnfs_server::Server, Session) {
+        use rnfs_server::nfs::exports::{Access, BackendKind, ExportConfig, Exports, Squash};
+        use rnfs_server::nfs::{self, HandleKey};
+        use rnfs_vfs::Filesystem;
+
+        let mut c = ExportConfig::new(std::path::Path::new("/"));
+        c.mount_path = Some("/export".into());
+        c.backend = BackendKind::Memory;
+        c.access = Access::Rw;
+        c.squash = Squash::None;
+        let exports = Exports::new(
+            &[c],
+            Box::new(|c: &ExportConfig| {
+                Ok(
+                    Arc::new(rnfs_vfs::memory::MemoryFs::new(u64::from(c.export_id())))
+                        as Arc<dyn Filesystem>,
+                )
+            }),
+        )
+        .expect("exports");
+        let d = nfs::dispatcher(Arc::new(exports), HandleKey::ephemeral().expect("key"))
+            .expect("dispatcher");
+        let mut config = rnfs_server::ServerConfig::new(vec!["127.0.0.1:0".parse().expect("addr")]);
+        let mut sched = rnfs_sched::Config::fixed(2);
+        sched.pin_threads = false;
+        config.sched = sched;
+        let server =
+            rnfs_server::Server::start_with_dispatcher(config, Arc::new(d)).expect("server");
+        let port = server.local_addrs()[0].port();
+        let url = crate::NfsUrl::parse(&format!("nfs://127.0.0.1:{port}/export")).expect("url");
+        let (session, _) = Session::connect(
+            &url,
+            crate::ClientOptions::default(),
+            crate::Credential::root(),
+        )
+        .expect("mount");
+        (server, session)
+    }
+
+    /// Read-ahead lays over its READs this client's data as it was when
+    /// they were sent: data acknowledged FILE_SYNC while they are on the
+    /// wire (the server may have read before it landed) is still laid. The
+    /// snapshot was once taken after the READs went out and missed it.
+    #[cfg(not(loom))]
+    #[test]
+    fn read_ahead_keeps_data_synced_while_its_reads_are_on_the_wire() {
+        let (_server, s) = memory_server();
+        let nfs = s.nfs();
+        let created = nfs
+            .create(
+                &s.root(),
+                b"f",
+                rnfs_nfs3::CreateHow3::Unchecked(Sattr3::default()),
+            )
+            .expect("create");
+        let fh = created.handle.expect("handle");
+        nfs.write(&fh, 0, &[1; 64 << 10], StableHow::FileSync)
+            .expect("write");
+        let attr = nfs.getattr(&fh).expect("getattr");
+        let config = IoConfig {
+            rsize: 4096,
+            wsize: 4096,
+            max_outstanding_writes: 0,
+            max_read_ahead: 64 << 10,
+            ..IoConfig::default()
+        };
+        let f = Arc::new(NfsFile::new(
+            nfs.clone(),
+            fh,
+            &attr,
+            config,
+            DirtyBudget::new(0),
+        ));
+        // Dirty (legacy mode sends nothing early), in the read-ahead of a
+        // first read at 0.
+        f.write(8192, &[2; 100]).expect("write");
+        let synced = Arc::clone(&f);
+        hooks::READ_AHEAD_SENT.set(Some(Box::new(move || {
+            // The server answers the READs with its old bytes; then the data
+            // goes out FILE_SYNC, and the file holds none.
+            std::thread::sleep(Duration::from_millis(100));
+            synced.fsync().expect("fsync");
+            assert_eq!(synced.held_bytes(), 0);
+        })));
+        let mut buf = vec![0; 4096];
+        assert_eq!(f.read(0, &mut buf).expect("read"), 4096);
+        hooks::READ_AHEAD_SENT.set(None);
+        assert_eq!(f.stats().read_ahead_reads, 4);
+        let mut buf = vec![0; 100];
+        assert_eq!(f.read(8192, &mut buf).expect("read"), 100);
+        assert_eq!(f.stats().read_ahead_hit_bytes, 100, "served by read-ahead");
+        assert!(
+            buf == [2; 100],
+            "read-ahead served the server's old bytes: {:?}...",
+            &buf[..8]
+        );
+    }
 
     fn state() -> State {
         let config = WritebackConfig {
