@@ -22,7 +22,10 @@
 //! again and hands the reply to the engine. A WRITE reply is collected under
 //! the lock only when it has already arrived (`is_ready`). A thread that
 //! needs progress while another thread holds every outstanding reply waits
-//! on the condvar. Lock order: `state`, then nothing; the budget is atomics.
+//! on the condvar. A truncate holds back writes and other truncates from its
+//! `handle_truncate` to its SETATTR's reply (`State::truncating`; they wait
+//! on the condvar too). Lock order: `state`, then nothing; the budget is
+//! atomics.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -260,6 +263,11 @@ struct State {
     /// Who WRITEs, COMMITs and truncates go out as, when not the opener's
     /// client: the last one given to [`NfsFile::write_as`].
     writer: Option<Arc<NfsClient>>,
+    /// A truncate is between its `handle_truncate` and its SETATTR's reply.
+    /// Writes and other truncates wait (on `progress`) until it is done:
+    /// they come after it, and their data must not reach the server before
+    /// the SETATTR, which would cut it.
+    truncating: bool,
 }
 
 impl State {
@@ -267,6 +275,7 @@ impl State {
     fn new(wb: Writeback<NfsError>, ra: ReadAhead) -> Self {
         State {
             writer: None,
+            truncating: false,
             wb,
             pending: BTreeMap::new(),
             post_op: None,
@@ -523,7 +532,7 @@ impl NfsFile {
     /// mount's budget is congested. A deferred error from earlier WRITEs is
     /// returned instead (once), and nothing is written.
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<usize, NfsError> {
-        let mut st = self.lock();
+        let mut st = self.wait_truncate(self.lock());
         st.wb.handle_write(self.now(), offset, data)?;
         st.invalidate(offset, offset + data.len() as u64);
         st = self.pump(st);
@@ -635,8 +644,8 @@ impl NfsFile {
     }
 
     /// Sets the size to `size`: dirty data beyond it is dropped, WRITEs in
-    /// flight beyond it are waited for, then SETATTR. Returns the new
-    /// attributes.
+    /// flight beyond it are waited for, then SETATTR. Writes made meanwhile
+    /// wait for its reply (they come after it). Returns the new attributes.
     pub fn truncate(&self, size: u64) -> Result<Fattr3, NfsError> {
         // Bound first: a guard in the `match` would live through the arms.
         let writer = self.lock().writer.clone();
@@ -649,7 +658,27 @@ impl NfsFile {
     /// first (ACCESS) that `nfs` may modify the file: the dirty data beyond
     /// `size` is dropped before the SETATTR.
     pub fn truncate_as(&self, nfs: &NfsClient, size: u64) -> Result<Fattr3, NfsError> {
+        let mut st = self.wait_truncate(self.lock());
+        st.truncating = true;
+        let truncated = self.send_truncate(st, nfs, size);
         let mut st = self.lock();
+        st.truncating = false;
+        self.progress.notify_all();
+        let mut attr = truncated?;
+        st.wb.set_server_size(attr.size);
+        attr.size = st.wb.size();
+        Ok(attr)
+    }
+
+    /// The body of [`truncate_as`](Self::truncate_as), while `truncating`
+    /// holds back writes: drops the data beyond `size`, waits for the
+    /// WRITEs in flight beyond it, then SETATTR; the server's attributes.
+    fn send_truncate<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        nfs: &NfsClient,
+        size: u64,
+    ) -> Result<Fattr3, NfsError> {
         st.wb.handle_truncate(size);
         st.invalidate(size, u64::MAX);
         st = self.drive_until(st, |s| !s.wb.inflight_beyond(size))?;
@@ -660,14 +689,10 @@ impl NfsFile {
         };
         let wcc = nfs.setattr(&self.fh, &attrs, None);
         self.attributes_changed();
-        let mut attr = match wcc?.after {
-            Some(a) => a,
-            None => nfs.getattr(&self.fh)?,
-        };
-        let mut st = self.lock();
-        st.wb.set_server_size(attr.size);
-        attr.size = st.wb.size();
-        Ok(attr)
+        match wcc?.after {
+            Some(a) => Ok(a),
+            None => nfs.getattr(&self.fh),
+        }
     }
 
     /// Says that the server's attributes, fetched by a call this file did
@@ -717,6 +742,17 @@ impl NfsFile {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits until no truncate is on its way (see `State::truncating`).
+    fn wait_truncate<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        while st.truncating {
+            st = self
+                .progress
+                .wait(st)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        st
     }
 
     /// Brings the budget in line with what the engine holds.
