@@ -268,6 +268,12 @@ struct State {
     /// they come after it, and their data must not reach the server before
     /// the SETATTR, which would cut it.
     truncating: bool,
+    /// Bumped by everything this client does that may change the file's
+    /// size on the server (WRITE and COMMIT replies, truncates): a size
+    /// fetched by a call sent at one value applies only if it still holds
+    /// when the reply comes. Else a GETATTR answered before a truncate, or
+    /// before a write that a COMMIT then released, would set the size back.
+    size_gen: u64,
 }
 
 impl State {
@@ -276,6 +282,7 @@ impl State {
         State {
             writer: None,
             truncating: false,
+            size_gen: 0,
             wb,
             pending: BTreeMap::new(),
             post_op: None,
@@ -295,6 +302,7 @@ impl State {
     /// Hands WRITE `id`'s reply to the engine, keeping its post-op
     /// attributes if they are the freshest.
     fn write_reply(&mut self, now: Duration, id: WriteId, outcome: Result<WriteOutcome, NfsError>) {
+        self.size_gen += 1;
         if let Ok(after) = outcome.as_ref().map(|o| o.wcc.after) {
             if let Some(a) = after.filter(|_| id.0 >= self.post_op_floor) {
                 if self.post_op.is_none_or(|p| freshness(&a) >= freshness(&p)) {
@@ -620,16 +628,20 @@ impl NfsFile {
         let mut attr = match fresh {
             Some(a) => {
                 st.stats.getattrs_from_writes += 1;
+                st.wb.set_server_size(a.size);
                 a
             }
             None => {
+                let sent_at = st.size_gen;
                 drop(st);
                 let a = self.nfs.getattr(&self.fh)?;
                 st = self.lock();
+                if st.size_gen == sent_at {
+                    st.wb.set_server_size(a.size);
+                }
                 a
             }
         };
-        st.wb.set_server_size(attr.size);
         attr.size = st.wb.size();
         Ok(attr)
     }
@@ -660,6 +672,7 @@ impl NfsFile {
     pub fn truncate_as(&self, nfs: &NfsClient, size: u64) -> Result<Fattr3, NfsError> {
         let mut st = self.wait_truncate(self.lock());
         st.truncating = true;
+        st.size_gen += 1;
         let truncated = self.send_truncate(st, nfs, size);
         let mut st = self.lock();
         st.truncating = false;
@@ -697,11 +710,26 @@ impl NfsFile {
 
     /// Says that the server's attributes, fetched by a call this file did
     /// not make (a close-to-open revalidation by another open of a shared
-    /// file), show `size`: the file's size becomes that, or the end of the
-    /// data it holds if larger, as after [`getattr`](Self::getattr). Reads
-    /// end at this size, so one left stale would read a grown file short.
-    pub fn set_server_size(&self, size: u64) {
-        self.lock().wb.set_server_size(size);
+    /// file) and sent when [`size_generation`](Self::size_generation) was
+    /// `sent_at`, show `size`: the file's size becomes that, or the end of
+    /// the data it holds if larger, as after [`getattr`](Self::getattr).
+    /// Reads end at this size, so one left stale would read a grown file
+    /// short. Ignored (`false`) if this file has since had a WRITE or COMMIT
+    /// reply or a truncate: the server may have answered before them.
+    pub fn set_server_size(&self, sent_at: u64, size: u64) -> bool {
+        let mut st = self.lock();
+        let current = st.size_gen == sent_at;
+        if current {
+            st.wb.set_server_size(size);
+        }
+        current
+    }
+
+    /// A count of this file's WRITE and COMMIT replies and truncates, to
+    /// pass to [`set_server_size`](Self::set_server_size) with a size
+    /// fetched by a call sent now.
+    pub fn size_generation(&self) -> u64 {
+        self.lock().size_gen
     }
 
     /// The client's view of the size, dirty data included.
@@ -825,7 +853,10 @@ impl NfsFile {
                 st.pending.insert(id, call);
             }
             Sent::Write(id, Err(e)) => st.wb.handle_write_reply(self.now(), id, Err(e)),
-            Sent::Commit(id, r) => st.wb.handle_commit_reply(id, r),
+            Sent::Commit(id, r) => {
+                st.size_gen += 1;
+                st.wb.handle_commit_reply(id, r);
+            }
         }
         self.charge(&mut st);
         self.progress.notify_all();

@@ -21,6 +21,7 @@ use rnfs_client::{
 };
 use rnfs_nfs3::{CreateHow3, FileHandle, Sattr3, StableHow};
 
+const GETATTR: u32 = 1;
 const SETATTR: u32 = 2;
 
 /// A client of `server` through a proxy that holds what `hold` names.
@@ -135,4 +136,39 @@ fn a_write_during_a_truncate_is_not_cut_by_its_setattr() {
     );
     assert!(client_has == want, "the client's bytes");
     assert!(server_has == want, "the server's bytes");
+}
+
+/// A GETATTR the server answered before a truncate, whose reply comes back
+/// after the truncate returned, does not set the file's size back: the file
+/// once went on believing it held 8000 bytes, and read them.
+#[test]
+fn a_getattr_answered_before_a_truncate_does_not_undo_it() {
+    let server = TestServer::rnfs(Backend::Local);
+    let direct = server.session().nfs().clone();
+    let fh = file_with(&server, &direct, "f", &pattern(8000, 1));
+    let hold = Hold::replies(GETATTR, Duration::from_millis(500));
+    let nfs = client_through(&server, &hold);
+    let attr = direct.getattr(&fh).unwrap();
+    let f = Arc::new(NfsFile::new(
+        nfs,
+        fh,
+        &attr,
+        IoConfig::default(),
+        DirtyBudget::new(0),
+    ));
+    let getattr = thread::spawn({
+        let f = Arc::clone(&f);
+        move || f.getattr()
+    });
+    wait_for("the GETATTR", || hold.held() == 1);
+    // The server answers at once; the proxy holds the reply.
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(f.truncate(1000).unwrap().size, 1000);
+    let seen = getattr.join().unwrap().unwrap();
+    assert_eq!(
+        (f.size(), seen.size),
+        (1000, 1000),
+        "the GETATTR's old size was taken after the truncate"
+    );
+    assert_eq!(read_all(&f), pattern(1000, 1));
 }

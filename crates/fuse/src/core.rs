@@ -671,6 +671,7 @@ impl Core {
                 libc::O_WRONLY => ACCESS3_MODIFY,
                 _ => ACCESS3_READ | ACCESS3_MODIFY,
             };
+            let sent_at = open.as_ref().map(|f| f.size_generation());
             let (granted, fresh) = nfs.access(&fh, want)?;
             if granted & want != want {
                 return Err(Errno(libc::EACCES));
@@ -688,10 +689,10 @@ impl Core {
                         f.close()?;
                     }
                 }
-                if let Some(f) = &open {
+                if let (Some(f), Some(sent_at)) = (&open, sent_at) {
                     // Every open shares the file: reads end at its size,
                     // which another client may have changed.
-                    f.set_server_size(fresh.size);
+                    f.set_server_size(sent_at, fresh.size);
                 }
             }
         }

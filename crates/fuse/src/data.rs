@@ -106,10 +106,15 @@ impl OpenFile {
     }
 
     /// The server's attributes, fetched by another call (an open's
-    /// revalidation), say the file is `size` bytes (see
-    /// `NfsFile::set_server_size`).
-    pub(crate) fn set_server_size(&self, size: u64) {
-        self.file.set_server_size(size);
+    /// revalidation) sent at `sent_at` (`size_generation`), say the file is
+    /// `size` bytes (see `NfsFile::set_server_size`).
+    pub(crate) fn set_server_size(&self, sent_at: u64, size: u64) {
+        self.file.set_server_size(sent_at, size);
+    }
+
+    /// See `NfsFile::size_generation`.
+    pub(crate) fn size_generation(&self) -> u64 {
+        self.file.size_generation()
     }
 
     /// `attr` with our size if we hold writes the server has not seen.

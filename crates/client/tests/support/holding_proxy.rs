@@ -1,11 +1,13 @@
 //! A proxy between an NFS client and server on loopback that holds the
-//! calls of one NFSv3 procedure for a while before relaying them, so that
-//! calls made after one reach the server first: for tests of races between a
-//! call on the wire and the client's other calls.
+//! calls (or the replies) of one NFSv3 procedure for a while before relaying
+//! them, so that calls made after one reach the server first (or are
+//! answered first): for tests of races between a call on the wire and the
+//! client's other calls.
 //! Use: `#[path = "support/holding_proxy.rs"] mod holding_proxy;`
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -22,6 +24,8 @@ pub(crate) struct Hold {
     proc_: u32,
     hold: Duration,
     held: AtomicU32,
+    /// Hold the replies, not the calls.
+    replies: bool,
 }
 
 impl Hold {
@@ -31,6 +35,17 @@ impl Hold {
             proc_,
             hold,
             held: AtomicU32::new(0),
+            replies: false,
+        })
+    }
+
+    /// Calls of NFSv3 procedure `proc_` are relayed at once, and their
+    /// replies `hold` after they came: the server has answered, the client
+    /// does not know yet.
+    pub(crate) fn replies(proc_: u32, hold: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            replies: true,
+            ..Arc::into_inner(Self::new(proc_, hold)).unwrap()
         })
     }
 
@@ -41,7 +56,7 @@ impl Hold {
 }
 
 /// Listens on loopback; each connection is relayed to `server`, the calls
-/// `hold` names after a delay, the others and all replies at once.
+/// `hold` names (or their replies) after a delay, everything else at once.
 pub(crate) fn holding_proxy(server: SocketAddr, hold: Arc<Hold>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -51,19 +66,37 @@ pub(crate) fn holding_proxy(server: SocketAddr, hold: Arc<Hold>) -> SocketAddr {
             let upstream = TcpStream::connect(server).unwrap();
             let (s_in, s_out) = (upstream.try_clone().unwrap(), upstream);
             let to_server = Arc::new(Mutex::new(s_out));
-            let mut to_client = client.try_clone().unwrap();
-            thread::spawn(move || relay(s_in, |rec| write_record(&mut to_client, rec)));
+            let to_client = Arc::new(Mutex::new(client.try_clone().unwrap()));
+            // XIDs of the calls whose replies are held.
+            let xids = Arc::new(Mutex::new(HashSet::new()));
+            thread::spawn({
+                let (hold, xids) = (Arc::clone(&hold), Arc::clone(&xids));
+                move || {
+                    relay(s_in, |rec| {
+                        let held = xid(rec).is_some_and(|x| xids.lock().unwrap().remove(&x));
+                        if held {
+                            later(hold.hold, rec, &to_client);
+                            true
+                        } else {
+                            write_record(&mut to_client.lock().unwrap(), rec)
+                        }
+                    })
+                }
+            });
             let hold = Arc::clone(&hold);
             thread::spawn(move || {
                 relay(client, |rec| match peek_call_ids(rec) {
                     Some((NFS_PROGRAM, 3, proc_)) if proc_ == hold.proc_ => {
                         hold.held.fetch_add(1, Ordering::SeqCst);
-                        let (rec, to, delay) = (rec.to_vec(), Arc::clone(&to_server), hold.hold);
-                        thread::spawn(move || {
-                            thread::sleep(delay);
-                            write_record(&mut to.lock().unwrap(), &rec);
-                        });
-                        true
+                        if hold.replies {
+                            if let Some(x) = xid(rec) {
+                                xids.lock().unwrap().insert(x);
+                            }
+                            write_record(&mut to_server.lock().unwrap(), rec)
+                        } else {
+                            later(hold.hold, rec, &to_server);
+                            true
+                        }
                     }
                     _ => write_record(&mut to_server.lock().unwrap(), rec),
                 });
@@ -72,6 +105,20 @@ pub(crate) fn holding_proxy(server: SocketAddr, hold: Arc<Hold>) -> SocketAddr {
         }
     });
     addr
+}
+
+/// A record's XID.
+fn xid(record: &[u8]) -> Option<u32> {
+    record.first_chunk::<4>().map(|b| u32::from_be_bytes(*b))
+}
+
+/// Writes `record` to `to` after `delay`, from a thread of its own.
+fn later(delay: Duration, record: &[u8], to: &Arc<Mutex<TcpStream>>) {
+    let (record, to) = (record.to_vec(), Arc::clone(to));
+    thread::spawn(move || {
+        thread::sleep(delay);
+        write_record(&mut to.lock().unwrap(), &record);
+    });
 }
 
 fn write_record(to: &mut TcpStream, record: &[u8]) -> bool {
