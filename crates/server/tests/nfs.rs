@@ -688,15 +688,64 @@ fn forged_foreign_and_bad_handles() {
     let table = f.exports.load();
     let export = table.iter().next().unwrap();
     let other_key = HandleKey::from_bytes([9; 16]);
-    let foreign = other_key.seal(export.id, &export.fs.root());
+    let foreign = other_key.seal(export.stamp(), &export.fs.root());
     assert_eq!(
         status_of_getattr(&mut c, foreign.as_bytes()),
         Nfsstat3::Badhandle
     );
     // Correctly signed, for an export that does not exist (any more).
     let key = HandleKey::from_bytes(KEY);
-    let gone = key.seal(export.id ^ 1, &export.fs.root());
+    let mut gone_stamp = export.stamp();
+    gone_stamp.id ^= 1;
+    let gone = key.seal(gone_stamp, &export.fs.root());
     assert_eq!(status_of_getattr(&mut c, gone.as_bytes()), Nfsstat3::Stale);
+}
+
+/// A reload that points an export (same id, same mount path) at another
+/// directory makes the handles issued under the old one STALE, as knfsd's
+/// after `exportfs -r`: they once kept opening objects outside the new root,
+/// and `..` from the old root climbed above it.
+#[test]
+fn handles_of_an_export_moved_by_a_reload_are_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("public")).unwrap();
+    std::fs::write(dir.path().join("secret"), b"s").unwrap();
+    let config = |path: &std::path::Path| {
+        let mut c = ExportConfig::new(path.to_str().unwrap());
+        c.mount_path = Some("/data".into());
+        c.id = Some(7);
+        c.access = Access::Rw;
+        c.squash = nfs::exports::Squash::None;
+        c
+    };
+    let f = Fixture::with(vec![config(dir.path())], None);
+    let mut c = f.connect();
+    let old_root = c.mount("/data").unwrap();
+    let found = |c: &mut SyncConnection, dir: &FileHandle, name: &[u8]| match lookup(c, dir, name) {
+        LookupRes::Ok(ok) => ok.object,
+        other => panic!("LOOKUP {name:?}: {:?}", other.status()),
+    };
+    let public = found(&mut c, &old_root, b"public");
+    let secret = found(&mut c, &old_root, b"secret");
+    f.exports
+        .reload(&[config(&dir.path().join("public"))])
+        .unwrap();
+    for (what, fh) in [
+        ("root", &old_root),
+        ("public", &public),
+        ("secret", &secret),
+    ] {
+        assert_eq!(
+            status_of_getattr(&mut c, fh.as_bytes()),
+            Nfsstat3::Stale,
+            "the old {what}"
+        );
+    }
+    // The new root works, and `..` stops there.
+    let root = c.mount("/data").unwrap();
+    let up = found(&mut c, &root, b"..");
+    assert_eq!(up.as_bytes(), root.as_bytes());
+    assert_eq!(lookup(&mut c, &root, b"secret").status(), Nfsstat3::Noent);
 }
 
 #[test]
@@ -774,7 +823,7 @@ fn clients_outside_the_export_networks_are_refused_at_mnt_and_every_call() {
     let table = f.exports.load();
     let export = table.by_mount_path("/closed").unwrap();
     let key = HandleKey::from_bytes(KEY);
-    let fh = key.seal(export.id, &export.fs.root());
+    let fh = key.seal(export.stamp(), &export.fs.root());
     assert_eq!(status_of_getattr(&mut c, fh.as_bytes()), Nfsstat3::Acces);
 }
 

@@ -33,6 +33,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use ipnet::IpNet;
 use rnfs_vfs::{Cred, Filesystem};
+
+use super::handles::{root_tag, ExportStamp};
 use serde::Deserialize;
 
 /// Read-only or read-write.
@@ -385,12 +387,36 @@ pub struct Export {
     pub options: ExportOptions,
     /// The backend.
     pub fs: Arc<dyn Filesystem>,
+    /// [`root_tag`](super::handles::root_tag) of the backend's root: what
+    /// ties a handle to this export's directory as well as to its id.
+    pub root_tag: u32,
+    /// Whether version 1 handles, which carry no root tag, are accepted:
+    /// only while the export's backend is the one the server started with,
+    /// the root they were most likely issued under.
+    pub accepts_untagged: bool,
 }
 
 impl Export {
     /// Whether modifying calls are refused.
     pub fn read_only(&self) -> bool {
         self.options.access == Access::Ro
+    }
+
+    /// What handles of this export are sealed with.
+    pub fn stamp(&self) -> ExportStamp {
+        ExportStamp {
+            id: self.id,
+            root_tag: self.root_tag,
+        }
+    }
+
+    /// Whether a handle with `tag` (`None`: version 1) was issued under this
+    /// export's present root; one that was not is STALE.
+    pub fn issued_under_this_root(&self, tag: Option<u32>) -> bool {
+        match tag {
+            Some(tag) => tag == self.root_tag,
+            None => self.accepts_untagged,
+        }
     }
 }
 
@@ -519,20 +545,27 @@ fn build(
         let options = ExportOptions::from_config(c)?;
         let reuse = old
             .and_then(|t| t.get(id))
-            .filter(|e| e.config.path == c.path && e.config.backend == c.backend)
-            .map(|e| Arc::clone(&e.fs));
-        let fs = match reuse {
-            Some(fs) => fs,
-            None => opener(c).map_err(|message| ConfigError::Backend {
-                path: mount_path.clone(),
-                message,
-            })?,
+            .filter(|e| e.config.path == c.path && e.config.backend == c.backend);
+        let (fs, accepts_untagged) = match (reuse, old) {
+            (Some(e), _) => (Arc::clone(&e.fs), e.accepts_untagged),
+            (None, old) => {
+                let fs = opener(c).map_err(|message| ConfigError::Backend {
+                    path: mount_path.clone(),
+                    message,
+                })?;
+                // At start (no old table) the root is the one untagged
+                // handles were issued under, unless the configuration
+                // changed across the restart too.
+                (fs, old.is_none())
+            }
         };
         let export = Arc::new(Export {
             id,
             mount_path: mount_path.clone(),
             config: c.clone(),
             options,
+            root_tag: root_tag(&fs.root()),
+            accepts_untagged,
             fs,
         });
         table.by_id.insert(id, Arc::clone(&export));
@@ -674,6 +707,13 @@ mod tests {
         assert!(table.by_mount_path("/b").is_none());
         assert!(table.by_mount_path("/c").is_some());
         assert_eq!(opened.load(Ordering::SeqCst), 3, "only /c was opened");
+        // Untagged (version 1) handles: for the backends the server started
+        // with, not for one opened by a reload.
+        assert!(new_a.issued_under_this_root(None));
+        let new_c = table.by_mount_path("/c").unwrap();
+        assert!(!new_c.issued_under_this_root(None));
+        assert!(new_c.issued_under_this_root(Some(new_c.root_tag)));
+        assert!(!new_c.issued_under_this_root(Some(new_c.root_tag ^ 1)));
 
         // A bad reload keeps the old table.
         let mut bad = ExportConfig::new("/bad");

@@ -1,12 +1,13 @@
 //! NFS file handles: what the client holds, and how the server checks it.
 //!
-//! Wire layout (at most 61 of the 64 bytes NFSv3 allows):
+//! Wire layout (at most 64 bytes, NFSv3's limit):
 //!
 //! ```text
-//! [0]        format version (1)
+//! [0]        format version (2)
 //! [1..5]     export id, big-endian
-//! [5..5+n]   backend handle (n <= 40, opaque to the server)
-//! [5+n..]    MAC: SipHash-2-4-128 over bytes [0..5+n] under the server's key
+//! [5..8]     root tag: 24 bits of a hash of the export root's backend handle
+//! [8..8+n]   backend handle (n <= 40, opaque to the server)
+//! [8+n..]    MAC: SipHash-2-4-128 over bytes [0..8+n] under the server's key
 //! ```
 //!
 //! The MAC is what keeps a client inside its export: without the key a client
@@ -14,6 +15,16 @@
 //! handed out (for the local backend, a kernel handle of any file on the same
 //! disk). The key is persisted in the state directory, so handles survive restarts.
 //! Decoding is O(1) and needs no table.
+//!
+//! The root tag ties a handle to the directory its export had when the
+//! handle was issued. An export whose `path` is changed by a reload while it
+//! keeps its id (narrowed to a subdirectory, say) has another root: the
+//! handles issued before are then STALE, as knfsd's are after `exportfs -r`
+//! moves an export, instead of still opening objects outside the new root
+//! (and `..` from the old root climbing above it). Version 1 handles (no tag,
+//! 5-byte prefix) were issued before tags existed; they are accepted only
+//! for an export whose root has not changed since the server started
+//! ([`Export::accepts_untagged`](super::exports::Export::accepts_untagged)).
 
 use std::fs;
 use std::hash::Hasher;
@@ -26,15 +37,45 @@ use rnfs_vfs::BackendHandle;
 use siphasher::sip128::{Hasher128, SipHasher24};
 
 /// Current handle format.
-const VERSION: u8 = 1;
-/// Version byte plus export id.
-const PREFIX: usize = 5;
+const VERSION: u8 = 2;
+/// The format before root tags.
+const VERSION_UNTAGGED: u8 = 1;
+/// Version byte, export id and root tag.
+const PREFIX: usize = 8;
+/// Version byte and export id (version 1).
+const PREFIX_UNTAGGED: usize = 5;
 /// MAC length in bytes.
 const MAC_LEN: usize = 16;
-/// Smallest valid handle: a zero-length backend handle.
-const MIN_LEN: usize = PREFIX + MAC_LEN;
-/// Largest handle this server produces (61 bytes).
+/// Largest handle this server produces (64 bytes).
 pub const MAX_LEN: usize = PREFIX + BackendHandle::MAX_LEN + MAC_LEN;
+
+/// The 24-bit tag of an export root: a hash of its backend handle (no key:
+/// it is covered by the MAC, so no client can choose it).
+pub fn root_tag(root: &BackendHandle) -> u32 {
+    let mut h = siphasher::sip::SipHasher24::new_with_keys(0, 0);
+    h.write(root.as_bytes());
+    (h.finish() & 0x00ff_ffff) as u32
+}
+
+/// The export a handle is sealed for: its id and the tag of its root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportStamp {
+    /// The export id.
+    pub id: u32,
+    /// [`root_tag`] of the export's root.
+    pub root_tag: u32,
+}
+
+/// What a handle that passed its MAC says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened {
+    /// The export id.
+    pub export_id: u32,
+    /// The root tag; `None` for a version 1 handle, which has none.
+    pub root_tag: Option<u32>,
+    /// The backend's handle.
+    pub backend: BackendHandle,
+}
 
 /// Why a client's handle was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -124,23 +165,29 @@ impl HandleKey {
         h.finish128().as_bytes()
     }
 
-    /// The wire handle for `backend` in export `export_id`.
-    pub fn seal(&self, export_id: u32, backend: &BackendHandle) -> FileHandle {
+    /// The wire handle for `backend` in `export`.
+    pub fn seal(&self, export: ExportStamp, backend: &BackendHandle) -> FileHandle {
         let b = backend.as_bytes();
         let mut buf = [0; MAX_LEN];
         buf[0] = VERSION;
-        buf[1..PREFIX].copy_from_slice(&export_id.to_be_bytes());
+        buf[1..5].copy_from_slice(&export.id.to_be_bytes());
+        buf[5..PREFIX].copy_from_slice(&export.root_tag.to_be_bytes()[1..]);
         let body = PREFIX + b.len();
         buf[PREFIX..body].copy_from_slice(b);
         let mac = self.mac(&buf[..body]);
         buf[body..body + MAC_LEN].copy_from_slice(&mac);
-        // At most MAX_LEN = 61 bytes, within NFSv3's 64: `new` cannot fail.
+        // At most MAX_LEN = 64 bytes, NFSv3's limit: `new` cannot fail.
         FileHandle::new(&buf[..body + MAC_LEN]).unwrap_or_default()
     }
 
-    /// Checks a client's handle and splits it into export id and backend handle.
-    pub fn open(&self, wire: &[u8]) -> Result<(u32, BackendHandle), HandleError> {
-        if wire.len() < MIN_LEN || wire.len() > MAX_LEN || wire[0] != VERSION {
+    /// Checks a client's handle (its size, version and MAC) and splits it.
+    pub fn open(&self, wire: &[u8]) -> Result<Opened, HandleError> {
+        let prefix = match wire.first() {
+            Some(&VERSION) => PREFIX,
+            Some(&VERSION_UNTAGGED) => PREFIX_UNTAGGED,
+            _ => return Err(HandleError::Bad),
+        };
+        if wire.len() < prefix + MAC_LEN || wire.len() > prefix + BackendHandle::MAX_LEN + MAC_LEN {
             return Err(HandleError::Bad);
         }
         let body = wire.len() - MAC_LEN;
@@ -154,9 +201,18 @@ impl HandleKey {
             return Err(HandleError::Bad);
         }
         let mut id = [0; 4];
-        id.copy_from_slice(&wire[1..PREFIX]);
-        let backend = BackendHandle::new(&wire[PREFIX..body]).ok_or(HandleError::Bad)?;
-        Ok((u32::from_be_bytes(id), backend))
+        id.copy_from_slice(&wire[1..5]);
+        let root_tag = (prefix == PREFIX).then(|| {
+            let mut tag = [0; 4];
+            tag[1..].copy_from_slice(&wire[5..PREFIX]);
+            u32::from_be_bytes(tag)
+        });
+        let backend = BackendHandle::new(&wire[prefix..body]).ok_or(HandleError::Bad)?;
+        Ok(Opened {
+            export_id: u32::from_be_bytes(id),
+            root_tag,
+            backend,
+        })
     }
 }
 
@@ -180,19 +236,57 @@ mod tests {
         HandleKey::from_bytes(*b"0123456789abcdef")
     }
 
+    fn stamp(id: u32) -> ExportStamp {
+        ExportStamp {
+            id,
+            root_tag: 0x00ab_cdef,
+        }
+    }
+
     #[test]
     fn seal_then_open_round_trips() {
         let b = BackendHandle::new(&[7; 40]).unwrap();
-        let h = key().seal(42, &b);
-        assert_eq!(h.as_bytes().len(), 61);
-        assert!(h.as_bytes().len() <= 64);
-        assert_eq!(key().open(h.as_bytes()), Ok((42, b)));
+        let h = key().seal(stamp(42), &b);
+        assert_eq!(h.as_bytes().len(), 64);
+        assert_eq!(
+            key().open(h.as_bytes()),
+            Ok(Opened {
+                export_id: 42,
+                root_tag: Some(0x00ab_cdef),
+                backend: b
+            })
+        );
+    }
+
+    /// A handle from before root tags (version 1: version, id, backend,
+    /// MAC) still opens, with no tag.
+    #[test]
+    fn untagged_version_1_handles_open_without_a_tag() {
+        let b = BackendHandle::new(&[5; 40]).unwrap();
+        let mut v1 = vec![1, 0, 0, 0, 42];
+        v1.extend_from_slice(b.as_bytes());
+        let mac = key().mac(&v1);
+        v1.extend_from_slice(&mac);
+        assert_eq!(v1.len(), 61);
+        let opened = key().open(&v1).unwrap();
+        assert_eq!((opened.export_id, opened.root_tag), (42, None));
+        assert_eq!(opened.backend, b);
+        v1[6] ^= 1;
+        assert_eq!(key().open(&v1), Err(HandleError::Bad));
+    }
+
+    #[test]
+    fn root_tags_differ_with_the_root() {
+        let a = root_tag(&BackendHandle::new(&[1; 8]).unwrap());
+        let b = root_tag(&BackendHandle::new(&[2; 8]).unwrap());
+        assert_ne!(a, b);
+        assert!(a <= 0x00ff_ffff && b <= 0x00ff_ffff);
     }
 
     #[test]
     fn every_flipped_bit_is_refused() {
         let b = BackendHandle::new(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
-        let h = key().seal(1, &b);
+        let h = key().seal(stamp(1), &b);
         for i in 0..h.as_bytes().len() * 8 {
             let mut bytes = h.as_bytes().to_vec();
             bytes[i / 8] ^= 1 << (i % 8);
@@ -203,11 +297,12 @@ mod tests {
     #[test]
     fn other_key_and_bad_sizes_are_refused() {
         let b = BackendHandle::new(&[9; 12]).unwrap();
-        let h = key().seal(3, &b);
+        let h = key().seal(stamp(3), &b);
         let other = HandleKey::from_bytes([0; 16]);
         assert_eq!(other.open(h.as_bytes()), Err(HandleError::Bad));
         assert_eq!(key().open(&[]), Err(HandleError::Bad));
         assert_eq!(key().open(&[1; 64]), Err(HandleError::Bad));
+        assert_eq!(key().open(&[2; 65]), Err(HandleError::Bad));
         assert_eq!(key().open(&h.as_bytes()[..20]), Err(HandleError::Bad));
     }
 

@@ -2,7 +2,7 @@
 //!
 //! MNT hands out an export's root handle after checking the client's address; it
 //! exists only in version 3 here, because versions 1 and 2 carry 32-byte handles
-//! and ours are up to 61 bytes (their MNT answers PROC_UNAVAIL). DUMP, UMNT,
+//! and ours are up to 64 bytes (their MNT answers PROC_UNAVAIL). DUMP, UMNT,
 //! UMNTALL and EXPORT have the same form in every version, so `showmount`, which
 //! speaks version 1, works.
 //!
@@ -130,7 +130,7 @@ impl MountService {
             tracing::warn!(peer = ?ctx.peer, "MNT {path} refused: {refusal}");
             return Mountres3::Fail(Mountstat3::Acces);
         }
-        let fhandle = self.key.seal(export.id, &export.fs.root());
+        let fhandle = self.key.seal(export.stamp(), &export.fs.root());
         let host = Self::host(ctx);
         self.mounts.insert(&host, &export.mount_path);
         tracing::info!(peer = %Self::peer(ctx), export = %export.mount_path, "client mounted");

@@ -31,7 +31,7 @@ use rnfs_xdr::{Decode, Encode, Reader, Writer};
 
 use super::convert::{self, fattr, post_op, sattr, status, wcc};
 use super::exports::{Export, Exports};
-use super::handles::HandleKey;
+use super::handles::{ExportStamp, HandleKey};
 use crate::metrics::note;
 
 /// Largest READ, WRITE and READDIR payload (FSINFO rtmax/wtmax): 1 MiB, what the
@@ -174,14 +174,16 @@ impl NfsService {
     }
 
     fn open(&self, ctx: &CallContext<'_>, fh: NfsFh3<'_>) -> Result<Opened, Nfsstat3> {
-        let (id, backend) = self
+        let opened = self
             .key
             .open(fh.as_bytes())
             .map_err(|_| Nfsstat3::Badhandle)?;
+        let backend = opened.backend;
         let export = self
             .exports
             .load()
-            .get(id)
+            .get(opened.export_id)
+            .filter(|e| e.issued_under_this_root(opened.root_tag))
             .cloned()
             .ok_or(Nfsstat3::Stale)?;
         if self.notes {
@@ -488,7 +490,7 @@ impl NfsService {
         }
         match o.export.fs.lookup(&o.cred, &o.fh, a.what.name) {
             Ok((fh, attr, dir)) => LookupRes::Ok(LookupResOk {
-                object: self.key.seal(o.export.id, &fh),
+                object: self.key.seal(o.export.stamp(), &fh),
                 obj_attributes: Some(fattr(&attr)),
                 dir_attributes: post_op(dir.as_ref()),
             }),
@@ -666,7 +668,7 @@ impl NfsService {
         };
         match op(&*o.export.fs, &o.cred, &o.fh, where_.name) {
             Ok(c) => CreateLike::Ok(CreateResOk {
-                obj: Some(self.key.seal(o.export.id, &c.handle)),
+                obj: Some(self.key.seal(o.export.stamp(), &c.handle)),
                 obj_attributes: Some(fattr(&c.attr)),
                 dir_wcc: wcc(&c.dir_wcc),
             }),
@@ -827,14 +829,14 @@ impl NfsService {
                 &verifier,
             )),
         };
-        let export_id = o.export.id;
+        let export = o.export.stamp();
         let result = fs.readdir(
             &o.cred,
             &o.fh,
             cookie,
             verifier,
             plus,
-            &mut |e: DirEntry<'_>| enc.push(reply, &self.key, export_id, &e),
+            &mut |e: DirEntry<'_>| enc.push(reply, &self.key, export, &e),
         );
         match result {
             Ok(end) => {
@@ -980,14 +982,14 @@ impl Encoder {
         &mut self,
         w: &mut Writer<'_>,
         key: &HandleKey,
-        export_id: u32,
+        export: ExportStamp,
         e: &DirEntry<'_>,
     ) -> bool {
         match self {
             Self::Plain(enc) => enc.push(w, e.fileid, e.name, e.cookie),
             Self::Plus(enc) => {
                 let (attr, fh) = match &e.plus {
-                    Some((fh, attr)) => (Some(fattr(attr)), Some(key.seal(export_id, fh))),
+                    Some((fh, attr)) => (Some(fattr(attr)), Some(key.seal(export, fh))),
                     None => (None, None),
                 };
                 enc.push(w, e.fileid, e.name, e.cookie, attr.as_ref(), fh.as_ref())
