@@ -76,6 +76,13 @@ impl Server {
         }
     }
 
+    /// The URL of `rel` through a second session of the same server (the
+    /// URL names the MOUNT port, so the client does not share the first
+    /// URL's session).
+    fn url2(&self, rel: &str) -> String {
+        format!("{}?mountport={}", self.url(rel), self.port)
+    }
+
     /// The host path of `rel`.
     fn path(&self, rel: &str) -> PathBuf {
         self.export.0.join(rel)
@@ -535,6 +542,47 @@ fn mv_renames_or_copies_then_removes() {
             s.url("nope")
         )
     );
+}
+
+/// Runs `rnfs CMD a b` where `a` and `b` are one file: as GNU cp and mv,
+/// refused, exit 1, the file untouched.
+fn assert_same_file_refused(cmd: &str, a: &str, b: &str, file: &Path, bytes: &[u8]) {
+    let r = run(&[cmd, a, b]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (
+            1,
+            format!("rnfs {cmd}: '{a}' and '{b}' are the same file\n").as_str()
+        ),
+        "rnfs {cmd} {a} {b}"
+    );
+    assert_eq!(fs::read(file).unwrap(), bytes, "rnfs {cmd} {a} {b}");
+}
+
+#[test]
+fn cp_and_mv_refuse_one_file_under_two_names() {
+    let s = Server::start("same");
+    let bytes = data(100_000, 7);
+    write(&s.path("f"), &bytes, 0o644);
+    let local = s.path("f");
+    let local = local.to_str().unwrap();
+    for cmd in ["mv", "cp"] {
+        // Two sessions of one server.
+        assert_same_file_refused(cmd, &s.url("f"), &s.url2("f"), &s.path("f"), &bytes);
+        assert_same_file_refused(cmd, &s.url2("f"), &s.url("f"), &s.path("f"), &bytes);
+        // The local path the server exports, and its URL.
+        assert_same_file_refused(cmd, local, &s.url("f"), &s.path("f"), &bytes);
+        assert_same_file_refused(cmd, &s.url("f"), local, &s.path("f"), &bytes);
+    }
+    // Other files across sessions are still copied and moved.
+    ok(&["cp", &s.url("f"), &s.url2("g")]);
+    assert_eq!(fs::read(s.path("g")).unwrap(), bytes);
+    ok(&["mv", &s.url("g"), &s.url2("h")]);
+    assert_eq!(fs::read(s.path("h")).unwrap(), bytes);
+    assert!(!s.path("g").exists());
+    ok(&["mv", &s.url("h"), &s.url2("f")]);
+    assert_eq!(fs::read(s.path("f")).unwrap(), bytes);
+    assert!(!s.path("h").exists());
 }
 
 #[test]

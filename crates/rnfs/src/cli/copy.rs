@@ -234,15 +234,35 @@ struct Obj {
 }
 
 impl Obj {
+    /// Whether `self` and `other` may be one file, reached by two names.
+    /// Two sessions may reach one server (another host name, port or
+    /// export), and a local path may be the file an NFS URL names (a local
+    /// server, a mount): when sameness cannot be ruled out the answer is
+    /// yes, for overwriting (or removing) the other is then losing the
+    /// source.
     fn same_file(&self, other: &Obj) -> bool {
-        let same_fs = match (&self.node, &other.node) {
-            (Node::Local(_), Node::Local(_)) => true,
-            (Node::Nfs { target: a, .. }, Node::Nfs { target: b, .. }) => {
-                Arc::ptr_eq(&a.session, &b.session)
-            }
-            _ => false,
+        let (a, b) = (&self.meta, &other.meta);
+        let same_object = |x: &Meta, y: &Meta| {
+            x.id.1 == y.id.1
+                && x.size == y.size
+                && x.mtime.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).ok()
+                    == y.mtime.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).ok()
         };
-        same_fs && self.meta.id == other.meta.id
+        match (&self.node, &other.node) {
+            (Node::Local(_), Node::Local(_)) => a.id == b.id,
+            (Node::Nfs { target: ta, fh: fa }, Node::Nfs { target: tb, fh: fb }) => {
+                if Arc::ptr_eq(&ta.session, &tb.session) {
+                    a.id == b.id
+                } else {
+                    // One server through two sessions (or two exports of
+                    // it): the same handle, or the same (fsid, fileid).
+                    fa.as_bytes() == fb.as_bytes() || a.id == b.id
+                }
+            }
+            // The fsid a server reports need not be the local device: the
+            // file number, size and modification second must match.
+            _ => same_object(a, b),
+        }
     }
 }
 
@@ -1224,6 +1244,15 @@ fn move_by_copy(copier: &Copier<'_>, src: &Obj, dst: &Place, shown: &str) -> boo
         }
     };
     if let Some(e) = &existing {
+        // As GNU mv: nothing is touched, for removing the destination (or
+        // the source after copying onto it) would lose the only copy.
+        if e.same_file(src) {
+            copier.fail(format_args!(
+                "'{}' and '{shown}' are the same file",
+                src.shown
+            ));
+            return false;
+        }
         let not_moved = |why: &dyn std::fmt::Display| {
             format!("cannot move '{}' to '{shown}': {why}", src.shown)
         };
