@@ -30,9 +30,26 @@ impl Drop for Server {
 
 impl Server {
     fn start(tag: &str) -> Server {
+        Self::start_in(tag, rnfs())
+    }
+
+    /// A server that cannot write files past `blocks` 512-byte blocks
+    /// (RLIMIT_FSIZE; its SIGXFSZ ignored, so a WRITE past it fails EFBIG).
+    fn start_limited(tag: &str, blocks: u32) -> Server {
+        let mut sh = std::process::Command::new("sh");
+        sh.env_remove("RUST_LOG").env("TZ", "UTC").args([
+            "-c",
+            &format!("trap '' XFSZ; ulimit -f {blocks} && exec \"$0\" \"$@\""),
+            env!("CARGO_BIN_EXE_rnfs"),
+        ]);
+        Self::start_in(tag, sh)
+    }
+
+    /// `rnfs serve` run as `cmd` (the binary, or a shell that execs it).
+    fn start_in(tag: &str, mut cmd: std::process::Command) -> Server {
         let export = TempDir::new(tag);
         let state = TempDir::new(&format!("{tag}-state"));
-        let mut child = rnfs()
+        let mut child = cmd
             .args(["serve", "--listen", "127.0.0.1:0", "--threads", "4"])
             .args(["--log", "info", "--squash", "none"])
             .arg(&export.0)
@@ -583,6 +600,33 @@ fn cp_and_mv_refuse_one_file_under_two_names() {
     ok(&["mv", &s.url("h"), &s.url2("f")]);
     assert_eq!(fs::read(s.path("f")).unwrap(), bytes);
     assert!(!s.path("h").exists());
+}
+
+#[test]
+fn mv_replaces_a_destination_only_with_a_whole_copy() {
+    // The server cannot write past 1 KiB: the copy of a larger file fails.
+    let s = Server::start_limited("mvkeep", 2);
+    let local = TempDir::new("mvkeep-local");
+    let bytes = data(100_000, 5);
+    write(&local.path("f"), &bytes, 0o644);
+    write(&s.path("f"), b"the old destination", 0o644);
+    let src = local.path("f");
+    let r = run(&["mv", src.to_str().unwrap(), &s.url("f")]);
+    assert_eq!(r.code, 1, "stderr: {}", r.err);
+    assert_eq!(fs::read(&src).unwrap(), bytes);
+    assert_eq!(fs::read(s.path("f")).unwrap(), b"the old destination");
+    let names: Vec<_> = fs::read_dir(&s.export.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["f"], "a partial copy was left");
+
+    // A copy that fits replaces it.
+    write(&src, b"new", 0o600);
+    ok(&["mv", src.to_str().unwrap(), &s.url("f")]);
+    assert_eq!(fs::read(s.path("f")).unwrap(), b"new");
+    assert_eq!(fs::metadata(s.path("f")).unwrap().mode() & 0o777, 0o600);
+    assert!(!src.exists());
 }
 
 #[test]

@@ -380,6 +380,47 @@ impl Place {
         }
     }
 
+    /// A name beside this one (in the same directory) to make a
+    /// replacement at, before renaming it over this one.
+    fn beside(&self) -> Place {
+        let hidden = |name: &[u8]| {
+            let mut n = b".".to_vec();
+            n.extend_from_slice(name);
+            n.extend_from_slice(format!(".rnfs-mv-{}", std::process::id()).as_bytes());
+            n
+        };
+        match self {
+            Self::Local(p) => {
+                let name = p.file_name().map_or(&b""[..], OsStrExt::as_bytes);
+                Self::Local(p.with_file_name(OsStr::from_bytes(&hidden(name))))
+            }
+            Self::Nfs { dir, dir_fh, name } => Self::Nfs {
+                dir: dir.clone(),
+                dir_fh: *dir_fh,
+                name: hidden(name),
+            },
+        }
+    }
+
+    /// Renames the object at this name to `to`, in the same directory.
+    fn rename_onto(&self, to: &Place) -> Result<(), Error> {
+        match (self, to) {
+            (Self::Local(a), Self::Local(b)) => Ok(fs::rename(a, b)?),
+            (
+                Self::Nfs { dir, dir_fh, name },
+                Self::Nfs {
+                    dir_fh: to_fh,
+                    name: to_name,
+                    ..
+                },
+            ) => {
+                dir.session.nfs().rename(dir_fh, name, to_fh, to_name)?;
+                Ok(())
+            }
+            _ => Err(Error::Errno(Errno::EXDEV as i32)),
+        }
+    }
+
     /// Removes the non-directory at this name.
     fn remove(&self) -> Result<(), Error> {
         match self {
@@ -1269,20 +1310,34 @@ fn move_by_copy(copier: &Copier<'_>, src: &Obj, dst: &Place, shown: &str) -> boo
                 "cannot overwrite non-directory '{shown}' with directory '{}'",
                 src.shown
             )),
-            // rename(2) replaces a non-directory, a symbolic link included.
-            (false, false) => match dst.remove() {
-                Ok(()) => None,
-                Err(err) => Some(format!("cannot remove '{shown}': {err}")),
-            },
+            // rename(2) replaces a non-directory, a symbolic link included:
+            // the copy is made beside it, then renamed over it.
+            (false, false) => None,
         };
         if let Some(msg) = problem {
             copier.fail(msg);
             return false;
         }
     }
+    // A destination replaced stays whole until its replacement is.
+    let replace = existing.is_some_and(|e| e.meta.kind != Kind::Dir);
+    let to = if replace { dst.beside() } else { dst.clone() };
     let mut plan = Plan::default();
-    if !copier.walk(src, dst, shown, &mut plan) || !copier.execute(plan) {
+    if !copier.walk(src, &to, shown, &mut plan) || !copier.execute(plan) {
+        if replace {
+            let _ = to.remove();
+        }
         return false;
+    }
+    if replace {
+        if let Err(e) = to.rename_onto(dst) {
+            copier.fail(format_args!(
+                "cannot move '{}' to '{shown}': {e}",
+                src.shown
+            ));
+            let _ = to.remove();
+            return false;
+        }
     }
     let removed = match &src.node {
         Node::Local(p) if src.meta.kind == Kind::Dir => {
