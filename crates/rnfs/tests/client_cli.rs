@@ -846,3 +846,66 @@ fn mount_gives_up_on_a_gone_server_at_the_second_signal() {
     // The descriptor outlived its mount: closing it must not hang.
     drop(f);
 }
+
+#[test]
+fn cp_and_mv_fail_when_a_local_copy_is_not_written_back() {
+    if !fuse_mountable() {
+        println!("SKIP: FUSE mounts need /dev/fuse and root here");
+        return;
+    }
+    // Writes held by the mount's write-behind go to the server at close,
+    // and fail there: the server cannot write past 1 KiB.
+    let server = Server::start_limited("closefail", 2);
+    let mnt = TempDir::new("closefail-mnt");
+    let mut mount = MountProcess {
+        child: rnfs()
+            .args(["mount", &server.url(""), mnt.arg()])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        mountpoint: &mnt.0,
+    };
+    let stderr = mount.child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    while !log.iter().any(|l: &String| l.contains("mounted")) {
+        log.push(
+            rx.recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("rnfs mount did not mount: {log:?}")),
+        );
+    }
+    let local = TempDir::new("closefail-src");
+    let bytes = data(100_000, 3);
+    write(&local.path("f"), &bytes, 0o644);
+    let (src, dst) = (local.path("f"), mnt.path("f"));
+    let (src, dst) = (src.to_str().unwrap(), dst.to_str().unwrap());
+
+    // cp: the failure is told at close.
+    let r = run(&["cp", src, dst]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (
+            1,
+            format!("rnfs cp: failed to close '{dst}': File too large\n").as_str()
+        )
+    );
+
+    // mv (local -> local across file systems: rename fails EXDEV, so mv
+    // copies): the failure is told when setting the times, which writes
+    // back first; the source is kept.
+    let r = run(&["mv", src, dst]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (
+            1,
+            format!("rnfs mv: preserving times for '{dst}': File too large\n").as_str()
+        )
+    );
+    assert_eq!(fs::read(src).unwrap(), bytes, "the source was removed");
+    drop(mount);
+}

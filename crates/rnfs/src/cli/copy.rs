@@ -925,16 +925,24 @@ impl Copier<'_> {
                 let times = FileTimes::new()
                     .set_accessed(src.meta.atime)
                     .set_modified(src.meta.mtime);
+                // On a network or FUSE file system this may write back the
+                // data first, and fail for it: the copy has then failed.
                 if let Err(e) = f.set_times(times) {
                     self.fail(format_args!(
                         "preserving times for '{dst}': {}",
                         Error::Io(e)
                     ));
+                    return false;
                 }
             }
         }
+        let local = writer.is_local();
         if let Err(e) = writer.finish() {
-            self.fail(format_args!("error writing '{dst}': {e}"));
+            if local {
+                self.fail(format_args!("failed to close '{dst}': {e}"));
+            } else {
+                self.fail(format_args!("error writing '{dst}': {e}"));
+            }
             return false;
         }
         if self.verbose {
