@@ -683,6 +683,55 @@ fn mkdir_and_rm_behave_like_coreutils() {
 }
 
 #[test]
+fn rm_rf_takes_what_vanishes_meanwhile_as_removed() {
+    let s = Server::start("rmrace");
+    // Several rounds: each races `rnfs rm -rf` against a local removal of
+    // the files of the same tree, so rm finds names listed but gone.
+    for round in 0..3 {
+        let top = format!("t{round}");
+        for d in 0..8 {
+            fs::create_dir_all(s.path(&format!("{top}/d{d}/sub"))).unwrap();
+            for f in 0..60 {
+                fs::write(s.path(&format!("{top}/d{d}/f{f}")), b"x").unwrap();
+                fs::write(s.path(&format!("{top}/d{d}/sub/f{f}")), b"x").unwrap();
+            }
+        }
+        let child = rnfs()
+            .args(["rm", "-rf", &s.url(&top)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Once rm is removing (it lists a directory whole, then removes
+        // each name), the names it has listed go from under it.
+        let count = |rel: String| fs::read_dir(s.path(&rel)).map_or(0, Iterator::count);
+        let started = || {
+            (0..8)
+                .any(|d| count(format!("{top}/d{d}")) < 61 || count(format!("{top}/d{d}/sub")) < 60)
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !started() {
+            assert!(std::time::Instant::now() < deadline, "rm did not start");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for d in 0..8 {
+            for f in 0..60 {
+                let _ = fs::remove_file(s.path(&format!("{top}/d{d}/sub/f{f}")));
+                let _ = fs::remove_file(s.path(&format!("{top}/d{d}/f{f}")));
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            (out.status.code(), err.as_ref()),
+            (Some(0), ""),
+            "round {round}"
+        );
+        assert!(!s.path(&top).exists(), "round {round}");
+    }
+}
+
+#[test]
 fn df_prints_gnu_df_columns() {
     let s = Server::start("df");
     let root = s.url("");

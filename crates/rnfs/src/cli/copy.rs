@@ -1378,7 +1378,7 @@ fn remove_nfs(
     if src.meta.kind == Kind::Dir {
         let fail =
             |shown: &str, e: &Error| copier.fail(format_args!("cannot remove '{shown}': {e}"));
-        if !super::rm::remove_tree(session, fh, &src.shown, &fail, false) {
+        if !super::rm::remove_tree(session, fh, &src.shown, &fail, false, false) {
             return Ok(false);
         }
     }
