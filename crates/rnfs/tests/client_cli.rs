@@ -30,9 +30,26 @@ impl Drop for Server {
 
 impl Server {
     fn start(tag: &str) -> Server {
+        Self::start_in(tag, rnfs())
+    }
+
+    /// A server that cannot write files past `blocks` 512-byte blocks
+    /// (RLIMIT_FSIZE; its SIGXFSZ ignored, so a WRITE past it fails EFBIG).
+    fn start_limited(tag: &str, blocks: u32) -> Server {
+        let mut sh = std::process::Command::new("sh");
+        sh.env_remove("RUST_LOG").env("TZ", "UTC").args([
+            "-c",
+            &format!("trap '' XFSZ; ulimit -f {blocks} && exec \"$0\" \"$@\""),
+            env!("CARGO_BIN_EXE_rnfs"),
+        ]);
+        Self::start_in(tag, sh)
+    }
+
+    /// `rnfs serve` run as `cmd` (the binary, or a shell that execs it).
+    fn start_in(tag: &str, mut cmd: std::process::Command) -> Server {
         let export = TempDir::new(tag);
         let state = TempDir::new(&format!("{tag}-state"));
-        let mut child = rnfs()
+        let mut child = cmd
             .args(["serve", "--listen", "127.0.0.1:0", "--threads", "4"])
             .args(["--log", "info", "--squash", "none"])
             .arg(&export.0)
@@ -74,6 +91,13 @@ impl Server {
         } else {
             format!("{root}/{rel}")
         }
+    }
+
+    /// The URL of `rel` through a second session of the same server (the
+    /// URL names the MOUNT port, so the client does not share the first
+    /// URL's session).
+    fn url2(&self, rel: &str) -> String {
+        format!("{}?mountport={}", self.url(rel), self.port)
     }
 
     /// The host path of `rel`.
@@ -537,6 +561,74 @@ fn mv_renames_or_copies_then_removes() {
     );
 }
 
+/// Runs `rnfs CMD a b` where `a` and `b` are one file: as GNU cp and mv,
+/// refused, exit 1, the file untouched.
+fn assert_same_file_refused(cmd: &str, a: &str, b: &str, file: &Path, bytes: &[u8]) {
+    let r = run(&[cmd, a, b]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (
+            1,
+            format!("rnfs {cmd}: '{a}' and '{b}' are the same file\n").as_str()
+        ),
+        "rnfs {cmd} {a} {b}"
+    );
+    assert_eq!(fs::read(file).unwrap(), bytes, "rnfs {cmd} {a} {b}");
+}
+
+#[test]
+fn cp_and_mv_refuse_one_file_under_two_names() {
+    let s = Server::start("same");
+    let bytes = data(100_000, 7);
+    write(&s.path("f"), &bytes, 0o644);
+    let local = s.path("f");
+    let local = local.to_str().unwrap();
+    for cmd in ["mv", "cp"] {
+        // Two sessions of one server.
+        assert_same_file_refused(cmd, &s.url("f"), &s.url2("f"), &s.path("f"), &bytes);
+        assert_same_file_refused(cmd, &s.url2("f"), &s.url("f"), &s.path("f"), &bytes);
+        // The local path the server exports, and its URL.
+        assert_same_file_refused(cmd, local, &s.url("f"), &s.path("f"), &bytes);
+        assert_same_file_refused(cmd, &s.url("f"), local, &s.path("f"), &bytes);
+    }
+    // Other files across sessions are still copied and moved.
+    ok(&["cp", &s.url("f"), &s.url2("g")]);
+    assert_eq!(fs::read(s.path("g")).unwrap(), bytes);
+    ok(&["mv", &s.url("g"), &s.url2("h")]);
+    assert_eq!(fs::read(s.path("h")).unwrap(), bytes);
+    assert!(!s.path("g").exists());
+    ok(&["mv", &s.url("h"), &s.url2("f")]);
+    assert_eq!(fs::read(s.path("f")).unwrap(), bytes);
+    assert!(!s.path("h").exists());
+}
+
+#[test]
+fn mv_replaces_a_destination_only_with_a_whole_copy() {
+    // The server cannot write past 1 KiB: the copy of a larger file fails.
+    let s = Server::start_limited("mvkeep", 2);
+    let local = TempDir::new("mvkeep-local");
+    let bytes = data(100_000, 5);
+    write(&local.path("f"), &bytes, 0o644);
+    write(&s.path("f"), b"the old destination", 0o644);
+    let src = local.path("f");
+    let r = run(&["mv", src.to_str().unwrap(), &s.url("f")]);
+    assert_eq!(r.code, 1, "stderr: {}", r.err);
+    assert_eq!(fs::read(&src).unwrap(), bytes);
+    assert_eq!(fs::read(s.path("f")).unwrap(), b"the old destination");
+    let names: Vec<_> = fs::read_dir(&s.export.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["f"], "a partial copy was left");
+
+    // A copy that fits replaces it.
+    write(&src, b"new", 0o600);
+    ok(&["mv", src.to_str().unwrap(), &s.url("f")]);
+    assert_eq!(fs::read(s.path("f")).unwrap(), b"new");
+    assert_eq!(fs::metadata(s.path("f")).unwrap().mode() & 0o777, 0o600);
+    assert!(!src.exists());
+}
+
 #[test]
 fn mkdir_and_rm_behave_like_coreutils() {
     let s = Server::start("mkrm");
@@ -588,6 +680,55 @@ fn mkdir_and_rm_behave_like_coreutils() {
     let r = run(&["rm", "-r", &s.url("")]);
     assert_eq!(r.code, 1);
     assert!(s.export.0.is_dir());
+}
+
+#[test]
+fn rm_rf_takes_what_vanishes_meanwhile_as_removed() {
+    let s = Server::start("rmrace");
+    // Several rounds: each races `rnfs rm -rf` against a local removal of
+    // the files of the same tree, so rm finds names listed but gone.
+    for round in 0..3 {
+        let top = format!("t{round}");
+        for d in 0..8 {
+            fs::create_dir_all(s.path(&format!("{top}/d{d}/sub"))).unwrap();
+            for f in 0..60 {
+                fs::write(s.path(&format!("{top}/d{d}/f{f}")), b"x").unwrap();
+                fs::write(s.path(&format!("{top}/d{d}/sub/f{f}")), b"x").unwrap();
+            }
+        }
+        let child = rnfs()
+            .args(["rm", "-rf", &s.url(&top)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Once rm is removing (it lists a directory whole, then removes
+        // each name), the names it has listed go from under it.
+        let count = |rel: String| fs::read_dir(s.path(&rel)).map_or(0, Iterator::count);
+        let started = || {
+            (0..8)
+                .any(|d| count(format!("{top}/d{d}")) < 61 || count(format!("{top}/d{d}/sub")) < 60)
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !started() {
+            assert!(std::time::Instant::now() < deadline, "rm did not start");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for d in 0..8 {
+            for f in 0..60 {
+                let _ = fs::remove_file(s.path(&format!("{top}/d{d}/sub/f{f}")));
+                let _ = fs::remove_file(s.path(&format!("{top}/d{d}/f{f}")));
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            (out.status.code(), err.as_ref()),
+            (Some(0), ""),
+            "round {round}"
+        );
+        assert!(!s.path(&top).exists(), "round {round}");
+    }
 }
 
 #[test]
@@ -753,4 +894,67 @@ fn mount_gives_up_on_a_gone_server_at_the_second_signal() {
     assert!(!rnfs_fuse::is_fuse_mounted(&mnt.0), "still mounted:\n{log}");
     // The descriptor outlived its mount: closing it must not hang.
     drop(f);
+}
+
+#[test]
+fn cp_and_mv_fail_when_a_local_copy_is_not_written_back() {
+    if !fuse_mountable() {
+        println!("SKIP: FUSE mounts need /dev/fuse and root here");
+        return;
+    }
+    // Writes held by the mount's write-behind go to the server at close,
+    // and fail there: the server cannot write past 1 KiB.
+    let server = Server::start_limited("closefail", 2);
+    let mnt = TempDir::new("closefail-mnt");
+    let mut mount = MountProcess {
+        child: rnfs()
+            .args(["mount", &server.url(""), mnt.arg()])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        mountpoint: &mnt.0,
+    };
+    let stderr = mount.child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    while !log.iter().any(|l: &String| l.contains("mounted")) {
+        log.push(
+            rx.recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("rnfs mount did not mount: {log:?}")),
+        );
+    }
+    let local = TempDir::new("closefail-src");
+    let bytes = data(100_000, 3);
+    write(&local.path("f"), &bytes, 0o644);
+    let (src, dst) = (local.path("f"), mnt.path("f"));
+    let (src, dst) = (src.to_str().unwrap(), dst.to_str().unwrap());
+
+    // cp: the failure is told at close.
+    let r = run(&["cp", src, dst]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (
+            1,
+            format!("rnfs cp: failed to close '{dst}': File too large\n").as_str()
+        )
+    );
+
+    // mv (local -> local across file systems: rename fails EXDEV, so mv
+    // copies): the failure is told when setting the times, which writes
+    // back first; the source is kept.
+    let r = run(&["mv", src, dst]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (
+            1,
+            format!("rnfs mv: preserving times for '{dst}': File too large\n").as_str()
+        )
+    );
+    assert_eq!(fs::read(src).unwrap(), bytes, "the source was removed");
+    drop(mount);
 }

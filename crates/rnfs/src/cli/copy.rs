@@ -234,15 +234,35 @@ struct Obj {
 }
 
 impl Obj {
+    /// Whether `self` and `other` may be one file, reached by two names.
+    /// Two sessions may reach one server (another host name, port or
+    /// export), and a local path may be the file an NFS URL names (a local
+    /// server, a mount): when sameness cannot be ruled out the answer is
+    /// yes, for overwriting (or removing) the other is then losing the
+    /// source.
     fn same_file(&self, other: &Obj) -> bool {
-        let same_fs = match (&self.node, &other.node) {
-            (Node::Local(_), Node::Local(_)) => true,
-            (Node::Nfs { target: a, .. }, Node::Nfs { target: b, .. }) => {
-                Arc::ptr_eq(&a.session, &b.session)
-            }
-            _ => false,
+        let (a, b) = (&self.meta, &other.meta);
+        let same_object = |x: &Meta, y: &Meta| {
+            x.id.1 == y.id.1
+                && x.size == y.size
+                && x.mtime.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).ok()
+                    == y.mtime.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).ok()
         };
-        same_fs && self.meta.id == other.meta.id
+        match (&self.node, &other.node) {
+            (Node::Local(_), Node::Local(_)) => a.id == b.id,
+            (Node::Nfs { target: ta, fh: fa }, Node::Nfs { target: tb, fh: fb }) => {
+                if Arc::ptr_eq(&ta.session, &tb.session) {
+                    a.id == b.id
+                } else {
+                    // One server through two sessions (or two exports of
+                    // it): the same handle, or the same (fsid, fileid).
+                    fa.as_bytes() == fb.as_bytes() || a.id == b.id
+                }
+            }
+            // The fsid a server reports need not be the local device: the
+            // file number, size and modification second must match.
+            _ => same_object(a, b),
+        }
     }
 }
 
@@ -357,6 +377,47 @@ impl Place {
                     .symlink(dir_fh, name, to, &Sattr3::default())?;
                 Ok(())
             }
+        }
+    }
+
+    /// A name beside this one (in the same directory) to make a
+    /// replacement at, before renaming it over this one.
+    fn beside(&self) -> Place {
+        let hidden = |name: &[u8]| {
+            let mut n = b".".to_vec();
+            n.extend_from_slice(name);
+            n.extend_from_slice(format!(".rnfs-mv-{}", std::process::id()).as_bytes());
+            n
+        };
+        match self {
+            Self::Local(p) => {
+                let name = p.file_name().map_or(&b""[..], OsStrExt::as_bytes);
+                Self::Local(p.with_file_name(OsStr::from_bytes(&hidden(name))))
+            }
+            Self::Nfs { dir, dir_fh, name } => Self::Nfs {
+                dir: dir.clone(),
+                dir_fh: *dir_fh,
+                name: hidden(name),
+            },
+        }
+    }
+
+    /// Renames the object at this name to `to`, in the same directory.
+    fn rename_onto(&self, to: &Place) -> Result<(), Error> {
+        match (self, to) {
+            (Self::Local(a), Self::Local(b)) => Ok(fs::rename(a, b)?),
+            (
+                Self::Nfs { dir, dir_fh, name },
+                Self::Nfs {
+                    dir_fh: to_fh,
+                    name: to_name,
+                    ..
+                },
+            ) => {
+                dir.session.nfs().rename(dir_fh, name, to_fh, to_name)?;
+                Ok(())
+            }
+            _ => Err(Error::Errno(Errno::EXDEV as i32)),
         }
     }
 
@@ -864,16 +925,24 @@ impl Copier<'_> {
                 let times = FileTimes::new()
                     .set_accessed(src.meta.atime)
                     .set_modified(src.meta.mtime);
+                // On a network or FUSE file system this may write back the
+                // data first, and fail for it: the copy has then failed.
                 if let Err(e) = f.set_times(times) {
                     self.fail(format_args!(
                         "preserving times for '{dst}': {}",
                         Error::Io(e)
                     ));
+                    return false;
                 }
             }
         }
+        let local = writer.is_local();
         if let Err(e) = writer.finish() {
-            self.fail(format_args!("error writing '{dst}': {e}"));
+            if local {
+                self.fail(format_args!("failed to close '{dst}': {e}"));
+            } else {
+                self.fail(format_args!("error writing '{dst}': {e}"));
+            }
             return false;
         }
         if self.verbose {
@@ -1224,6 +1293,15 @@ fn move_by_copy(copier: &Copier<'_>, src: &Obj, dst: &Place, shown: &str) -> boo
         }
     };
     if let Some(e) = &existing {
+        // As GNU mv: nothing is touched, for removing the destination (or
+        // the source after copying onto it) would lose the only copy.
+        if e.same_file(src) {
+            copier.fail(format_args!(
+                "'{}' and '{shown}' are the same file",
+                src.shown
+            ));
+            return false;
+        }
         let not_moved = |why: &dyn std::fmt::Display| {
             format!("cannot move '{}' to '{shown}': {why}", src.shown)
         };
@@ -1240,20 +1318,34 @@ fn move_by_copy(copier: &Copier<'_>, src: &Obj, dst: &Place, shown: &str) -> boo
                 "cannot overwrite non-directory '{shown}' with directory '{}'",
                 src.shown
             )),
-            // rename(2) replaces a non-directory, a symbolic link included.
-            (false, false) => match dst.remove() {
-                Ok(()) => None,
-                Err(err) => Some(format!("cannot remove '{shown}': {err}")),
-            },
+            // rename(2) replaces a non-directory, a symbolic link included:
+            // the copy is made beside it, then renamed over it.
+            (false, false) => None,
         };
         if let Some(msg) = problem {
             copier.fail(msg);
             return false;
         }
     }
+    // A destination replaced stays whole until its replacement is.
+    let replace = existing.is_some_and(|e| e.meta.kind != Kind::Dir);
+    let to = if replace { dst.beside() } else { dst.clone() };
     let mut plan = Plan::default();
-    if !copier.walk(src, dst, shown, &mut plan) || !copier.execute(plan) {
+    if !copier.walk(src, &to, shown, &mut plan) || !copier.execute(plan) {
+        if replace {
+            let _ = to.remove();
+        }
         return false;
+    }
+    if replace {
+        if let Err(e) = to.rename_onto(dst) {
+            copier.fail(format_args!(
+                "cannot move '{}' to '{shown}': {e}",
+                src.shown
+            ));
+            let _ = to.remove();
+            return false;
+        }
     }
     let removed = match &src.node {
         Node::Local(p) if src.meta.kind == Kind::Dir => {
@@ -1286,7 +1378,7 @@ fn remove_nfs(
     if src.meta.kind == Kind::Dir {
         let fail =
             |shown: &str, e: &Error| copier.fail(format_args!("cannot remove '{shown}': {e}"));
-        if !super::rm::remove_tree(session, fh, &src.shown, &fail, false) {
+        if !super::rm::remove_tree(session, fh, &src.shown, &fail, false, false) {
             return Ok(false);
         }
     }

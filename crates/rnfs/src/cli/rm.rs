@@ -110,7 +110,7 @@ fn remove_one(ctx: &Ctx, args: &RmArgs, arg: &UrlArg) {
             ctx.fail(1, format_args!("cannot remove '{shown}': {e}"));
         };
         let shown = arg.text.trim_end_matches('/');
-        if !remove_tree(session, &fh, shown, &fail, args.verbose) {
+        if !remove_tree(session, &fh, shown, &fail, args.verbose, args.force) {
             return;
         }
     }
@@ -132,17 +132,24 @@ fn verbose(on: bool, msg: std::fmt::Arguments<'_>) {
 /// Removes everything below directory `dir` (shown as `shown`), depth first,
 /// reporting each failure through `fail`; true if it is now empty. A
 /// directory whose contents could not all be removed is left in place.
+/// With `force`, as GNU rm -f, what is already gone (removed meanwhile by
+/// someone else: ENOENT, or ESTALE for a directory's handle) is no failure.
 pub(crate) fn remove_tree(
     session: &Session,
     dir: &FileHandle,
     shown: &str,
     fail: &dyn Fn(&str, &Error),
     verbose_on: bool,
+    force: bool,
 ) -> bool {
+    let gone = |e: &Error| {
+        force && (e.errno() == Errno::ENOENT as i32 || e.errno() == Errno::ESTALE as i32)
+    };
     let nfs = session.nfs();
     // The whole listing first: removing while paging may move cookies.
     let entries = match read_dir(session, dir) {
         Ok(e) => e,
+        Err(e) if gone(&e) => return true,
         Err(e) => {
             fail(shown, &e);
             return false;
@@ -152,22 +159,24 @@ pub(crate) fn remove_tree(
     for e in entries {
         let child = format!("{shown}/{}", e.name_str());
         if e.attr.ftype == Ftype3::Dir {
-            if !remove_tree(session, &e.fh, &child, fail, verbose_on) {
+            if !remove_tree(session, &e.fh, &child, fail, verbose_on, force) {
                 ok = false;
                 continue;
             }
-            match nfs.rmdir(dir, &e.name) {
+            match nfs.rmdir(dir, &e.name).map_err(Error::from) {
                 Ok(_) => verbose(verbose_on, format_args!("removed directory '{child}'")),
+                Err(err) if gone(&err) => {}
                 Err(err) => {
-                    fail(&child, &err.into());
+                    fail(&child, &err);
                     ok = false;
                 }
             }
         } else {
-            match nfs.remove(dir, &e.name) {
+            match nfs.remove(dir, &e.name).map_err(Error::from) {
                 Ok(_) => verbose(verbose_on, format_args!("removed '{child}'")),
+                Err(err) if gone(&err) => {}
                 Err(err) => {
-                    fail(&child, &err.into());
+                    fail(&child, &err);
                     ok = false;
                 }
             }

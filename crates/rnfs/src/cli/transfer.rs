@@ -93,15 +93,19 @@ impl Writer {
 
     /// Makes everything written stable on the server (an NFS file's
     /// close: flush, COMMIT, and resend what a server restart lost) and
-    /// closes the file. Local files are left to the page cache, as cp does.
+    /// closes the file. Local files are left to the page cache, as cp does,
+    /// but their close is checked: on a network or FUSE file system it is
+    /// where a failed write-back is told.
     pub(crate) fn finish(self) -> Result<(), Error> {
         match self {
-            Self::Local(f) => {
-                drop(f);
-                Ok(())
-            }
+            Self::Local(f) => nix::unistd::close(f).map_err(|e| Error::Errno(e as i32)),
             Self::Nfs(file, _) => Ok(file.close()?),
         }
+    }
+
+    /// Whether this writes a local file.
+    pub(crate) fn is_local(&self) -> bool {
+        matches!(self, Self::Local(_))
     }
 }
 
