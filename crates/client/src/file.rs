@@ -368,6 +368,36 @@ impl State {
     }
 }
 
+/// Ends a truncate of its file: clears `truncating`, counts a size change
+/// (a GETATTR sent while the SETATTR was on its way may predate it, and a
+/// SETATTR that failed may still have been applied), and wakes the writes
+/// and truncates that wait. On drop too, so a panic ends it as well.
+struct TruncateEnd<'a>(&'a NfsFile);
+
+impl<'a> TruncateEnd<'a> {
+    /// Ends the truncate and returns the file's state, locked.
+    fn end(self) -> MutexGuard<'a, State> {
+        let file = self.0;
+        std::mem::forget(self);
+        let mut st = file.lock();
+        Self::finish(file, &mut st);
+        st
+    }
+
+    fn finish(file: &NfsFile, st: &mut State) {
+        st.truncating = false;
+        st.size_gen += 1;
+        file.progress.notify_all();
+    }
+}
+
+impl Drop for TruncateEnd<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        Self::finish(self.0, &mut st);
+    }
+}
+
 /// One READ of read-ahead to send.
 struct Ahead {
     at: u64,
@@ -673,10 +703,11 @@ impl NfsFile {
         let mut st = self.wait_truncate(self.lock());
         st.truncating = true;
         st.size_gen += 1;
+        // Ends the truncate however `send_truncate` ends, a panic included:
+        // a `truncating` left set would hold back every later write.
+        let ending = TruncateEnd(self);
         let truncated = self.send_truncate(st, nfs, size);
-        let mut st = self.lock();
-        st.truncating = false;
-        self.progress.notify_all();
+        let mut st = ending.end();
         let mut attr = truncated?;
         st.wb.set_server_size(attr.size);
         attr.size = st.wb.size();

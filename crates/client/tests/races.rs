@@ -15,7 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Backend, TestServer};
-use holding_proxy::{holding_proxy, Hold};
+use holding_proxy::{holding_proxy, holding_proxy_of, Hold};
 use rnfs_client::{
     ClientOptions, Credential, DirtyBudget, IoConfig, NfsClient, NfsFile, RpcClient,
 };
@@ -171,4 +171,47 @@ fn a_getattr_answered_before_a_truncate_does_not_undo_it() {
         "the GETATTR's old size was taken after the truncate"
     );
     assert_eq!(read_all(&f), pattern(1000, 1));
+}
+
+/// A GETATTR sent while a truncate's SETATTR is on its way, whose reply
+/// comes back after the truncate returned, does not set the size back
+/// either: the truncate's end counts as a change too.
+#[test]
+fn a_getattr_sent_during_a_truncate_does_not_undo_it() {
+    let server = TestServer::rnfs(Backend::Local);
+    let direct = server.session().nfs().clone();
+    let fh = file_with(&server, &direct, "f", &pattern(8000, 1));
+    let setattrs = Hold::new(SETATTR, Duration::from_millis(300));
+    let getattrs = Hold::replies(GETATTR, Duration::from_millis(700));
+    let port = server.url.nfs_port.unwrap();
+    let proxy = holding_proxy_of(
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        vec![Arc::clone(&setattrs), Arc::clone(&getattrs)],
+    );
+    let nfs = NfsClient::new(
+        RpcClient::connect(proxy, ClientOptions::default()).unwrap(),
+        Credential::root(),
+    );
+    let attr = direct.getattr(&fh).unwrap();
+    let f = Arc::new(NfsFile::new(
+        nfs,
+        fh,
+        &attr,
+        IoConfig::default(),
+        DirtyBudget::new(0),
+    ));
+    let truncate = thread::spawn({
+        let f = Arc::clone(&f);
+        move || f.truncate(1000)
+    });
+    wait_for("the SETATTR", || setattrs.held() == 1);
+    // The server answers 8000 now; the reply comes after the truncate.
+    let seen = f.getattr().unwrap();
+    assert_eq!(truncate.join().unwrap().unwrap().size, 1000);
+    assert_eq!(getattrs.held(), 1);
+    assert_eq!(
+        (f.size(), seen.size),
+        (1000, 1000),
+        "the GETATTR's old size was taken after the truncate"
+    );
 }

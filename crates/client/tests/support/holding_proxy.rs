@@ -7,7 +7,7 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -58,6 +58,11 @@ impl Hold {
 /// Listens on loopback; each connection is relayed to `server`, the calls
 /// `hold` names (or their replies) after a delay, everything else at once.
 pub(crate) fn holding_proxy(server: SocketAddr, hold: Arc<Hold>) -> SocketAddr {
+    holding_proxy_of(server, vec![hold])
+}
+
+/// [`holding_proxy`] with several holds (one per procedure).
+pub(crate) fn holding_proxy_of(server: SocketAddr, holds: Vec<Arc<Hold>>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     thread::spawn(move || {
@@ -68,37 +73,42 @@ pub(crate) fn holding_proxy(server: SocketAddr, hold: Arc<Hold>) -> SocketAddr {
             let to_server = Arc::new(Mutex::new(s_out));
             let to_client = Arc::new(Mutex::new(client.try_clone().unwrap()));
             // XIDs of the calls whose replies are held.
-            let xids = Arc::new(Mutex::new(HashSet::new()));
+            let xids = Arc::new(Mutex::new(HashMap::new()));
             thread::spawn({
-                let (hold, xids) = (Arc::clone(&hold), Arc::clone(&xids));
+                let xids = Arc::clone(&xids);
                 move || {
                     relay(s_in, |rec| {
-                        let held = xid(rec).is_some_and(|x| xids.lock().unwrap().remove(&x));
-                        if held {
-                            later(hold.hold, rec, &to_client);
-                            true
-                        } else {
-                            write_record(&mut to_client.lock().unwrap(), rec)
+                        let held = xid(rec).and_then(|x| xids.lock().unwrap().remove(&x));
+                        match held {
+                            Some(delay) => {
+                                later(delay, rec, &to_client);
+                                true
+                            }
+                            None => write_record(&mut to_client.lock().unwrap(), rec),
                         }
                     })
                 }
             });
-            let hold = Arc::clone(&hold);
+            let holds = holds.clone();
             thread::spawn(move || {
-                relay(client, |rec| match peek_call_ids(rec) {
-                    Some((NFS_PROGRAM, 3, proc_)) if proc_ == hold.proc_ => {
-                        hold.held.fetch_add(1, Ordering::SeqCst);
-                        if hold.replies {
-                            if let Some(x) = xid(rec) {
-                                xids.lock().unwrap().insert(x);
-                            }
-                            write_record(&mut to_server.lock().unwrap(), rec)
-                        } else {
-                            later(hold.hold, rec, &to_server);
-                            true
+                relay(client, |rec| {
+                    let hold = match peek_call_ids(rec) {
+                        Some((NFS_PROGRAM, 3, proc_)) => holds.iter().find(|h| h.proc_ == proc_),
+                        _ => None,
+                    };
+                    let Some(hold) = hold else {
+                        return write_record(&mut to_server.lock().unwrap(), rec);
+                    };
+                    hold.held.fetch_add(1, Ordering::SeqCst);
+                    if hold.replies {
+                        if let Some(x) = xid(rec) {
+                            xids.lock().unwrap().insert(x, hold.hold);
                         }
+                        write_record(&mut to_server.lock().unwrap(), rec)
+                    } else {
+                        later(hold.hold, rec, &to_server);
+                        true
                     }
-                    _ => write_record(&mut to_server.lock().unwrap(), rec),
                 });
                 let _ = to_server.lock().unwrap().shutdown(Shutdown::Write);
             });
