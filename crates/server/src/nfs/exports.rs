@@ -15,7 +15,8 @@
 //! squash = "root"                    # "root" (default), "all" or "none"
 //! anonuid = 65534                    # identity of squashed callers
 //! anongid = 65534
-//! clients = ["10.0.0.0/8", "192.168.1.7"]   # default: everyone
+//! clients = ["10.0.0.0/8", "192.168.1.7"]   # default (absent): everyone;
+//!                                    # `clients = []` is an error, not "everyone"
 //! secure = false                     # require a source port below 1024
 //! attr_cache_max_age = 10            # seconds READDIRPLUS may answer from cached
 //!                                    # attributes (0: never; see `rnfs_vfs::local`)
@@ -104,9 +105,12 @@ pub struct ExportConfig {
     /// gid of squashed callers.
     #[serde(default = "anon")]
     pub anongid: u32,
-    /// Allowed client networks (CIDR or single addresses); empty: everyone.
+    /// Allowed client networks (CIDR or single addresses); `None` (the key
+    /// absent): everyone. An empty list is a configuration error
+    /// ([`ConfigError::NoClients`]): it cannot mean "everyone", which is what
+    /// an administrator emptying the list to shut clients out would get.
     #[serde(default)]
-    pub clients: Vec<String>,
+    pub clients: Option<Vec<String>>,
     /// Require a privileged source port.
     #[serde(default)]
     pub secure: bool,
@@ -139,7 +143,7 @@ impl ExportConfig {
             squash: Squash::Root,
             anonuid: ANON_ID,
             anongid: ANON_ID,
-            clients: Vec::new(),
+            clients: None,
             secure: false,
             attr_cache_max_age: DEFAULT_ATTR_CACHE_MAX_AGE,
         }
@@ -231,6 +235,11 @@ pub enum ConfigError {
         /// The field to set.
         field: &'static str,
     },
+    /// `clients = []`: a list that admits nobody.
+    #[error(
+        "export {0}: `clients = []` admits nobody; remove the export, or omit `clients` to admit everyone"
+    )]
+    NoClients(String),
     /// A mount path that is not absolute.
     #[error("export {0}: mount_path must start with '/'")]
     RelativeMountPath(String),
@@ -274,7 +283,8 @@ pub struct ExportOptions {
     pub anonuid: u32,
     /// gid of squashed callers.
     pub anongid: u32,
-    /// Allowed networks; empty: everyone.
+    /// Allowed networks; empty: everyone (`clients` absent from the
+    /// configuration, which refuses an empty list).
     pub clients: Vec<IpNet>,
     /// Require a privileged source port.
     pub secure: bool,
@@ -293,8 +303,16 @@ pub enum Refusal {
 
 impl ExportOptions {
     fn from_config(c: &ExportConfig) -> Result<Self, ConfigError> {
-        let clients = c
-            .clients
+        let clients = match &c.clients {
+            None => &[][..],
+            Some(list) if list.is_empty() => {
+                return Err(ConfigError::NoClients(
+                    normalize_mount_path(&c.mount_path()).to_owned(),
+                ))
+            }
+            Some(list) => &list[..],
+        };
+        let clients = clients
             .iter()
             .map(|s| {
                 s.parse::<IpNet>()
@@ -593,7 +611,7 @@ mod tests {
 
     fn opts(clients: &[&str], secure: bool) -> ExportOptions {
         let mut c = ExportConfig::new("/x");
-        c.clients = clients.iter().map(|s| s.to_string()).collect();
+        c.clients = (!clients.is_empty()).then(|| clients.iter().map(|s| s.to_string()).collect());
         c.secure = secure;
         ExportOptions::from_config(&c).unwrap()
     }
@@ -620,11 +638,51 @@ mod tests {
             Err(Refusal::InsecurePort)
         );
         let mut c = ExportConfig::new("/x");
-        c.clients = vec!["10.0.0.0/33".into()];
+        c.clients = Some(vec!["10.0.0.0/33".into()]);
         assert!(matches!(
             ExportOptions::from_config(&c),
             Err(ConfigError::BadNetwork { .. })
         ));
+    }
+
+    fn memory_opener() -> Box<BackendOpener> {
+        Box::new(|_c: &ExportConfig| {
+            Ok(Arc::new(rnfs_vfs::memory::MemoryFs::new(1)) as Arc<dyn Filesystem>)
+        })
+    }
+
+    #[test]
+    fn an_empty_client_list_admits_nobody_and_is_refused() {
+        let cfg = ConfigFile::parse(
+            "[[export]]\npath = \"/x/\"\nbackend = \"memory\"\nclients = []\n\
+             [[export]]\npath = \"/y\"\nbackend = \"memory\"\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.exports[0].clients, Some(Vec::new()));
+        // Absent: everyone.
+        assert_eq!(cfg.exports[1].clients, None);
+        let e = Exports::new(&cfg.exports, memory_opener()).unwrap_err();
+        assert!(matches!(e, ConfigError::NoClients(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "export /x: `clients = []` admits nobody; remove the export, or omit \
+             `clients` to admit everyone"
+        );
+        // A reload that empties the list is refused and the old table stays.
+        let exports = Exports::new(&cfg.exports[1..], memory_opener()).unwrap();
+        let everyone = exports.load().by_mount_path("/y").unwrap().options.clone();
+        assert_eq!(
+            everyone.check(Some("203.0.113.9:700".parse().unwrap())),
+            Ok(())
+        );
+        let mut emptied = cfg.exports[1].clone();
+        emptied.clients = Some(Vec::new());
+        assert!(matches!(
+            exports.reload(&[emptied]),
+            Err(ConfigError::NoClients(_))
+        ));
+        let kept = exports.load().by_mount_path("/y").unwrap().options.clone();
+        assert_eq!(kept.check(Some("203.0.113.9:700".parse().unwrap())), Ok(()));
     }
 
     #[test]
@@ -677,7 +735,7 @@ mod tests {
 
         // A bad reload keeps the old table.
         let mut bad = ExportConfig::new("/bad");
-        bad.clients = vec!["not-a-net".into()];
+        bad.clients = Some(vec!["not-a-net".into()]);
         assert!(exports.reload(&[bad]).is_err());
         assert!(exports.load().by_mount_path("/a").is_some());
         // Duplicate ids are refused.
