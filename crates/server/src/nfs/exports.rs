@@ -9,7 +9,8 @@
 //! [[export]]
 //! path = "/srv/data"                 # directory on this host (required)
 //! mount_path = "/data"               # what clients mount; default: `path`
-//! id = 1                             # handle prefix; default: a hash of `path`
+//! id = 1                             # handle prefix; default: a hash of the
+//!                                    # mount path, trailing slashes ignored
 //! backend = "local"                  # or "memory" (contents vanish on exit)
 //! access = "rw"                      # "ro" (the default, as exports(5)) or "rw"
 //! squash = "root"                    # "root" (default), "all" or "none"
@@ -87,7 +88,8 @@ pub struct ExportConfig {
     /// The path clients mount; default: `path`.
     #[serde(default)]
     pub mount_path: Option<String>,
-    /// Handle prefix, stable across restarts; default: a hash of `path`.
+    /// Handle prefix, stable across restarts; default: a hash of the mount
+    /// path as the table keys it ([`ExportConfig::export_id`]).
     #[serde(default)]
     pub id: Option<u32>,
     /// Backend.
@@ -156,13 +158,18 @@ impl ExportConfig {
             .unwrap_or_else(|| self.path.to_string_lossy().into_owned())
     }
 
-    /// The export id: explicit, or FNV-1a of the mount path (stable across
-    /// restarts and hosts).
+    /// The export id: explicit, or FNV-1a of the mount path normalized as the
+    /// table keys it ([`normalize_mount_path`]: `/data/` and `/data` are one
+    /// export and get one id), stable across restarts and hosts, so a trailing
+    /// slash added to `mount_path` (or to `path`, when it is the mount path)
+    /// does not make every client's handles stale.
     pub fn export_id(&self) -> u32 {
         self.id.unwrap_or_else(|| {
-            self.mount_path().bytes().fold(0x811c_9dc5u32, |h, b| {
-                (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-            })
+            normalize_mount_path(&self.mount_path())
+                .bytes()
+                .fold(0x811c_9dc5u32, |h, b| {
+                    (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+                })
         })
     }
 }
@@ -683,6 +690,24 @@ mod tests {
         ));
         let kept = exports.load().by_mount_path("/y").unwrap().options.clone();
         assert_eq!(kept.check(Some("203.0.113.9:700".parse().unwrap())), Ok(()));
+    }
+
+    #[test]
+    fn the_default_id_ignores_trailing_slashes_and_keeps_its_value() {
+        // The ids of normalized spellings are those rnfs has always given
+        // (FNV-1a of the bytes): existing handles stay valid.
+        let id = |path: &str, mount_path: Option<&str>| {
+            let mut c = ExportConfig::new(path);
+            c.mount_path = mount_path.map(str::to_owned);
+            c.export_id()
+        };
+        assert_eq!(id("/data", None), 0x49f6_53fe);
+        assert_eq!(id("/srv/x", Some("/data")), 0x49f6_53fe);
+        assert_eq!(id("/", None), 0x2a0c_975e);
+        assert_eq!(id("/data/", None), id("/data", None));
+        assert_eq!(id("/srv/x", Some("/data/")), id("/data", None));
+        assert_eq!(id("/srv/x", Some("/data//")), id("/data", None));
+        assert_eq!(id("//", None), id("/", None));
     }
 
     #[test]
