@@ -415,7 +415,8 @@ impl ServeArgs {
         };
         c.anonuid = self.anonuid;
         c.anongid = self.anongid;
-        c.clients = self.clients.clone();
+        // No --client: everyone (an empty list would be refused).
+        c.clients = (!self.clients.is_empty()).then(|| self.clients.clone());
         c.secure = self.secure;
         c.attr_cache_max_age = self.attr_cache_max_age;
         c.backend = match self.backend {
@@ -560,10 +561,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
             e.config.backend,
             e.config.access,
             e.config.squash,
-            if e.config.clients.is_empty() {
-                "everyone".to_owned()
-            } else {
-                e.config.clients.join(",")
+            match &e.config.clients {
+                None => "everyone".to_owned(),
+                Some(list) => list.join(","),
             }
         );
     }

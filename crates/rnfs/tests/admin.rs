@@ -564,6 +564,38 @@ fn export_changes_say_they_are_not_saved_and_reload_rereads_the_file() {
 }
 
 #[test]
+fn an_empty_client_list_is_refused_in_the_file_and_over_the_socket() {
+    let dir = TempDir::new("noclients");
+    let config = dir.path("rnfs.toml");
+    let export = "[[export]]\npath = \"/a\"\nbackend = \"memory\"\n";
+    std::fs::write(&config, export).unwrap();
+    let server = Serve::start(
+        &["--config", config.to_str().unwrap()],
+        &dir.path("admin.sock"),
+        &dir.path("state"),
+    );
+    let mut admin = Admin::connect(&server.socket);
+    let nobody =
+        "`clients = []` admits nobody; remove the export, or omit `clients` to admit everyone";
+
+    // Emptying the list in the file does not open the export to everyone.
+    std::fs::write(&config, format!("{export}clients = []\n")).unwrap();
+    let e = admin.refused(r#"{"cmd":"reload"}"#);
+    assert!(e.contains(&format!("export /a: {nobody}")), "{e}");
+    let e = admin.refused(
+        &json!({"cmd": "export-add", "path": "/b", "backend": "memory", "clients": []}).to_string(),
+    );
+    assert!(e.contains(&format!("export /b: {nobody}")), "{e}");
+    let rows = admin.ok(json!({"cmd": "exports"}));
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+    assert_eq!(rows[0]["clients"], json!([]), "still everyone: {rows}");
+    // `rnfs admin export add` without --client admits everyone.
+    let out = server.cli(&["admin", "export", "add", "/c", "--backend", "memory"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    server.client().mnt(b"/c").unwrap();
+}
+
+#[test]
 fn drain_stops_serving_and_keeps_answering_stats() {
     let dir = TempDir::new("drain");
     let mut server = Serve::start(

@@ -807,7 +807,7 @@ fn clients_outside_the_export_networks_are_refused_at_mnt_and_every_call() {
     allowed.backend = BackendKind::Memory;
     let mut closed = ExportConfig::new("/closed");
     closed.backend = BackendKind::Memory;
-    closed.clients = vec!["10.0.0.0/8".into()];
+    closed.clients = Some(vec!["10.0.0.0/8".into()]);
     let f = Fixture::with(vec![allowed, closed], None);
     let mut c = f.connect();
     assert!(matches!(

@@ -331,7 +331,8 @@ fn export_spec(a: ExportAddArgs) -> ExportSpec {
         squash: a.squash,
         anonuid: a.anonuid,
         anongid: a.anongid,
-        clients: a.clients,
+        // No --client: the key is left out (everyone); an empty list is refused.
+        clients: (!a.clients.is_empty()).then_some(a.clients),
         secure: a.secure,
     }
 }

@@ -268,9 +268,10 @@ pub(crate) struct ExportSpec {
     /// gid of squashed callers; default 65534.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) anongid: Option<u32>,
-    /// Allowed client networks; empty: everyone.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) clients: Vec<String>,
+    /// Allowed client networks; absent: everyone. An empty list is refused
+    /// (as `clients = []` in the configuration file): it admits nobody.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) clients: Option<Vec<String>>,
     /// Require a privileged source port.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) secure: bool,
@@ -327,7 +328,7 @@ impl From<&Export> for ExportRow {
             squash: e.config.squash.into(),
             anonuid: e.config.anonuid,
             anongid: e.config.anongid,
-            clients: e.config.clients.clone(),
+            clients: e.config.clients.clone().unwrap_or_default(),
             secure: e.config.secure,
         }
     }
@@ -402,7 +403,7 @@ mod tests {
                 squash: None,
                 anonuid: None,
                 anongid: None,
-                clients: vec!["10.0.0.0/8".into()],
+                clients: Some(vec!["10.0.0.0/8".into()]),
                 secure: true,
             }),
             Request::ExportRemove {

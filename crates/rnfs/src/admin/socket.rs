@@ -1,6 +1,12 @@
 //! The server side of the admin socket: binding (mode 0600, parent directory
-//! created 0700, a stale socket replaced, a live one refused), one thread per
-//! connection up to [`MAX_CONNECTIONS`], bounded request lines.
+//! created 0700, a stale socket replaced, a live one refused), a peer check on
+//! every connection (only root and the server's own user, by `SO_PEERCRED`),
+//! one thread per connection up to [`MAX_CONNECTIONS`], bounded request lines.
+//!
+//! The file mode alone is not enough: the socket exists with the umask's mode
+//! between `bind` and the `chmod`, a parent directory that already existed
+//! keeps its own mode, and an administrator may loosen either. The peer check
+//! does not depend on any of them.
 
 use std::fs::DirBuilder;
 use std::io::{self, BufRead, BufReader, ErrorKind, Write};
@@ -216,6 +222,12 @@ fn accept_loop(listener: &UnixListener, stop: &AtomicBool, handler: &Arc<Request
                 continue;
             }
         };
+        if let Err(why) = check_peer(&stream) {
+            tracing::warn!("admin socket: refused a connection: {why}");
+            let refusal = Response::error(format!("permission denied: {why}"));
+            let _ = writeln!(stream, "{}", refusal.to_line());
+            continue;
+        }
         if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
             active.fetch_sub(1, Ordering::AcqRel);
             let refusal = Response::error(format!(
@@ -238,6 +250,24 @@ fn accept_loop(listener: &UnixListener, stop: &AtomicBool, handler: &Arc<Request
             active.fetch_sub(1, Ordering::AcqRel);
             tracing::warn!("admin socket: cannot start a connection thread: {e}");
         }
+    }
+}
+
+/// Admits only root and the server's own effective user, as the kernel saw
+/// the peer when it connected (`SO_PEERCRED`).
+fn check_peer(stream: &UnixStream) -> Result<(), String> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let peer = getsockopt(stream, PeerCredentials)
+        .map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
+    let own = nix::unistd::geteuid().as_raw();
+    if peer.uid() == 0 || peer.uid() == own {
+        Ok(())
+    } else {
+        Err(format!(
+            "uid {} (pid {}) is neither root nor the server's user (uid {own})",
+            peer.uid(),
+            peer.pid()
+        ))
     }
 }
 
@@ -412,6 +442,67 @@ mod tests {
         std::fs::write(&path, b"not a socket").unwrap();
         let err = AdminSocket::start(&path, echo_handler()).unwrap_err();
         assert!(matches!(err, SocketError::NotASocket(_)), "{err}");
+        let _ = std::fs::remove_dir_all(path.parent().unwrap().parent().unwrap());
+    }
+
+    /// Connects and asks for `stats` from a thread running as `uid` (Linux
+    /// credentials are per thread: the raw `setresuid` changes only this one,
+    /// which ends with the call).
+    fn stats_as(path: &Path, uid: u32) -> String {
+        let path = path.to_owned();
+        std::thread::spawn(move || {
+            let uid = rustix::process::Uid::from_raw(uid);
+            rustix::thread::set_thread_res_uid(uid, uid, uid).unwrap();
+            let mut conn = BufReader::new(UnixStream::connect(&path).unwrap());
+            conn.get_ref()
+                .set_read_timeout(Some(Duration::from_secs(2)))
+                .unwrap();
+            // A refused connection may be closed before the request is sent.
+            let _ = conn.get_mut().write_all(b"{\"cmd\":\"stats\"}\n");
+            let mut reply = String::new();
+            conn.read_line(&mut reply).unwrap();
+            let mut rest = String::new();
+            // Closed: EOF, or a reset when the server closed with our request
+            // unread. Still open: the read timed out.
+            let closed = match conn.read_line(&mut rest) {
+                Ok(n) => n == 0,
+                Err(e) => e.kind() == ErrorKind::ConnectionReset,
+            };
+            format!("{reply}{}", if closed { "<closed>" } else { "<open>" })
+        })
+        .join()
+        .unwrap()
+    }
+
+    #[test]
+    fn connections_from_other_users_are_refused_whatever_the_file_mode() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root, to connect as another uid");
+            return;
+        }
+        let path = temp_socket("peer");
+        let socket = AdminSocket::start(&path, echo_handler()).unwrap();
+        // The file mode as a permissive umask would leave it before the chmod,
+        // or as an administrator might loosen it.
+        for dir in [
+            path.parent().unwrap(),
+            path.parent().unwrap().parent().unwrap(),
+        ] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+
+        let reply = stats_as(&path, 65534);
+        assert!(
+            reply.contains("permission denied: uid 65534")
+                && reply.contains("neither root nor the server's user")
+                && reply.ends_with("<closed>"),
+            "{reply}"
+        );
+        // Root (the server's own user here) is served.
+        let mut conn = BufReader::new(UnixStream::connect(&path).unwrap());
+        assert!(ask(&mut conn, "{\"cmd\":\"stats\"}\n").ok);
+        socket.shutdown();
         let _ = std::fs::remove_dir_all(path.parent().unwrap().parent().unwrap());
     }
 

@@ -9,13 +9,15 @@
 //! [[export]]
 //! path = "/srv/data"                 # directory on this host (required)
 //! mount_path = "/data"               # what clients mount; default: `path`
-//! id = 1                             # handle prefix; default: a hash of `path`
+//! id = 1                             # handle prefix; default: a hash of the
+//!                                    # mount path, trailing slashes ignored
 //! backend = "local"                  # or "memory" (contents vanish on exit)
 //! access = "rw"                      # "ro" (the default, as exports(5)) or "rw"
 //! squash = "root"                    # "root" (default), "all" or "none"
 //! anonuid = 65534                    # identity of squashed callers
 //! anongid = 65534
-//! clients = ["10.0.0.0/8", "192.168.1.7"]   # default: everyone
+//! clients = ["10.0.0.0/8", "192.168.1.7"]   # default (absent): everyone;
+//!                                    # `clients = []` is an error, not "everyone"
 //! secure = false                     # require a source port below 1024
 //! attr_cache_max_age = 10            # seconds READDIRPLUS may answer from cached
 //!                                    # attributes (0: never; see `rnfs_vfs::local`)
@@ -88,7 +90,8 @@ pub struct ExportConfig {
     /// The path clients mount; default: `path`.
     #[serde(default)]
     pub mount_path: Option<String>,
-    /// Handle prefix, stable across restarts; default: a hash of `path`.
+    /// Handle prefix, stable across restarts; default: a hash of the mount
+    /// path as the table keys it ([`ExportConfig::export_id`]).
     #[serde(default)]
     pub id: Option<u32>,
     /// Backend.
@@ -106,9 +109,12 @@ pub struct ExportConfig {
     /// gid of squashed callers.
     #[serde(default = "anon")]
     pub anongid: u32,
-    /// Allowed client networks (CIDR or single addresses); empty: everyone.
+    /// Allowed client networks (CIDR or single addresses); `None` (the key
+    /// absent): everyone. An empty list is a configuration error
+    /// ([`ConfigError::NoClients`]): it cannot mean "everyone", which is what
+    /// an administrator emptying the list to shut clients out would get.
     #[serde(default)]
-    pub clients: Vec<String>,
+    pub clients: Option<Vec<String>>,
     /// Require a privileged source port.
     #[serde(default)]
     pub secure: bool,
@@ -141,7 +147,7 @@ impl ExportConfig {
             squash: Squash::Root,
             anonuid: ANON_ID,
             anongid: ANON_ID,
-            clients: Vec::new(),
+            clients: None,
             secure: false,
             attr_cache_max_age: DEFAULT_ATTR_CACHE_MAX_AGE,
         }
@@ -154,13 +160,18 @@ impl ExportConfig {
             .unwrap_or_else(|| self.path.to_string_lossy().into_owned())
     }
 
-    /// The export id: explicit, or FNV-1a of the mount path (stable across
-    /// restarts and hosts).
+    /// The export id: explicit, or FNV-1a of the mount path normalized as the
+    /// table keys it ([`normalize_mount_path`]: `/data/` and `/data` are one
+    /// export and get one id), stable across restarts and hosts, so a trailing
+    /// slash added to `mount_path` (or to `path`, when it is the mount path)
+    /// does not make every client's handles stale.
     pub fn export_id(&self) -> u32 {
         self.id.unwrap_or_else(|| {
-            self.mount_path().bytes().fold(0x811c_9dc5u32, |h, b| {
-                (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-            })
+            normalize_mount_path(&self.mount_path())
+                .bytes()
+                .fold(0x811c_9dc5u32, |h, b| {
+                    (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+                })
         })
     }
 }
@@ -233,6 +244,11 @@ pub enum ConfigError {
         /// The field to set.
         field: &'static str,
     },
+    /// `clients = []`: a list that admits nobody.
+    #[error(
+        "export {0}: `clients = []` admits nobody; remove the export, or omit `clients` to admit everyone"
+    )]
+    NoClients(String),
     /// A mount path that is not absolute.
     #[error("export {0}: mount_path must start with '/'")]
     RelativeMountPath(String),
@@ -276,7 +292,8 @@ pub struct ExportOptions {
     pub anonuid: u32,
     /// gid of squashed callers.
     pub anongid: u32,
-    /// Allowed networks; empty: everyone.
+    /// Allowed networks; empty: everyone (`clients` absent from the
+    /// configuration, which refuses an empty list).
     pub clients: Vec<IpNet>,
     /// Require a privileged source port.
     pub secure: bool,
@@ -295,8 +312,16 @@ pub enum Refusal {
 
 impl ExportOptions {
     fn from_config(c: &ExportConfig) -> Result<Self, ConfigError> {
-        let clients = c
-            .clients
+        let clients = match &c.clients {
+            None => &[][..],
+            Some(list) if list.is_empty() => {
+                return Err(ConfigError::NoClients(
+                    normalize_mount_path(&c.mount_path()).to_owned(),
+                ))
+            }
+            Some(list) => &list[..],
+        };
+        let clients = clients
             .iter()
             .map(|s| {
                 s.parse::<IpNet>()
@@ -626,7 +651,7 @@ mod tests {
 
     fn opts(clients: &[&str], secure: bool) -> ExportOptions {
         let mut c = ExportConfig::new("/x");
-        c.clients = clients.iter().map(|s| s.to_string()).collect();
+        c.clients = (!clients.is_empty()).then(|| clients.iter().map(|s| s.to_string()).collect());
         c.secure = secure;
         ExportOptions::from_config(&c).unwrap()
     }
@@ -653,11 +678,69 @@ mod tests {
             Err(Refusal::InsecurePort)
         );
         let mut c = ExportConfig::new("/x");
-        c.clients = vec!["10.0.0.0/33".into()];
+        c.clients = Some(vec!["10.0.0.0/33".into()]);
         assert!(matches!(
             ExportOptions::from_config(&c),
             Err(ConfigError::BadNetwork { .. })
         ));
+    }
+
+    fn memory_opener() -> Box<BackendOpener> {
+        Box::new(|_c: &ExportConfig| {
+            Ok(Arc::new(rnfs_vfs::memory::MemoryFs::new(1)) as Arc<dyn Filesystem>)
+        })
+    }
+
+    #[test]
+    fn an_empty_client_list_admits_nobody_and_is_refused() {
+        let cfg = ConfigFile::parse(
+            "[[export]]\npath = \"/x/\"\nbackend = \"memory\"\nclients = []\n\
+             [[export]]\npath = \"/y\"\nbackend = \"memory\"\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.exports[0].clients, Some(Vec::new()));
+        // Absent: everyone.
+        assert_eq!(cfg.exports[1].clients, None);
+        let e = Exports::new(&cfg.exports, memory_opener()).unwrap_err();
+        assert!(matches!(e, ConfigError::NoClients(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "export /x: `clients = []` admits nobody; remove the export, or omit \
+             `clients` to admit everyone"
+        );
+        // A reload that empties the list is refused and the old table stays.
+        let exports = Exports::new(&cfg.exports[1..], memory_opener()).unwrap();
+        let everyone = exports.load().by_mount_path("/y").unwrap().options.clone();
+        assert_eq!(
+            everyone.check(Some("203.0.113.9:700".parse().unwrap())),
+            Ok(())
+        );
+        let mut emptied = cfg.exports[1].clone();
+        emptied.clients = Some(Vec::new());
+        assert!(matches!(
+            exports.reload(&[emptied]),
+            Err(ConfigError::NoClients(_))
+        ));
+        let kept = exports.load().by_mount_path("/y").unwrap().options.clone();
+        assert_eq!(kept.check(Some("203.0.113.9:700".parse().unwrap())), Ok(()));
+    }
+
+    #[test]
+    fn the_default_id_ignores_trailing_slashes_and_keeps_its_value() {
+        // The ids of normalized spellings are those rnfs has always given
+        // (FNV-1a of the bytes): existing handles stay valid.
+        let id = |path: &str, mount_path: Option<&str>| {
+            let mut c = ExportConfig::new(path);
+            c.mount_path = mount_path.map(str::to_owned);
+            c.export_id()
+        };
+        assert_eq!(id("/data", None), 0x49f6_53fe);
+        assert_eq!(id("/srv/x", Some("/data")), 0x49f6_53fe);
+        assert_eq!(id("/", None), 0x2a0c_975e);
+        assert_eq!(id("/data/", None), id("/data", None));
+        assert_eq!(id("/srv/x", Some("/data/")), id("/data", None));
+        assert_eq!(id("/srv/x", Some("/data//")), id("/data", None));
+        assert_eq!(id("//", None), id("/", None));
     }
 
     #[test]
@@ -717,7 +800,7 @@ mod tests {
 
         // A bad reload keeps the old table.
         let mut bad = ExportConfig::new("/bad");
-        bad.clients = vec!["not-a-net".into()];
+        bad.clients = Some(vec!["not-a-net".into()]);
         assert!(exports.reload(&[bad]).is_err());
         assert!(exports.load().by_mount_path("/a").is_some());
         // Duplicate ids are refused.

@@ -200,7 +200,13 @@ impl Service for MountService {
                         .iter()
                         .map(|e| ExportNode {
                             dir: e.mount_path.as_bytes(),
-                            groups: e.config.clients.iter().map(|c| c.as_bytes()).collect(),
+                            groups: e
+                                .config
+                                .clients
+                                .iter()
+                                .flatten()
+                                .map(|c| c.as_bytes())
+                                .collect(),
                         })
                         .collect(),
                 }
