@@ -669,6 +669,21 @@ fn mkdir_and_rm_behave_like_coreutils() {
     assert!(r.err.ends_with("Directory not empty\n"), "{}", r.err);
     ok(&["rm", "-d", &s.url("private")]);
     assert!(!s.path("private").exists());
+    // `dir/.` is refused, as by GNU rm: the URL's normal form is `dir`.
+    for dot in ["a/.", "a/./"] {
+        let r = run(&["rm", "-rf", &s.url(dot)]);
+        assert_eq!(
+            (r.code, r.err),
+            (
+                1,
+                format!(
+                    "rnfs rm: refusing to remove '.' or '..' directory: skipping '{}'\n",
+                    s.url(dot)
+                )
+            )
+        );
+        assert!(s.path("a/b/c/f").exists());
+    }
     ok(&["rm", "-r", &s.url("a")]);
     assert!(!s.path("a").exists());
 

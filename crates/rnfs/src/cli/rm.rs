@@ -61,7 +61,26 @@ pub(crate) fn run(ctx: &Ctx, args: &RmArgs) {
     }
 }
 
+/// Whether the operand's last component is `.` or `..`, which GNU rm
+/// refuses: the URL's normal form drops a `.`, and would name the
+/// directory itself.
+fn names_dot(text: &str) -> bool {
+    let path = text.split(['?', '#']).next().unwrap_or(text);
+    let path = path.trim_end_matches('/');
+    path.ends_with("/.") || path.ends_with("/..")
+}
+
 fn remove_one(ctx: &Ctx, args: &RmArgs, arg: &UrlArg) {
+    if names_dot(&arg.text) {
+        ctx.fail(
+            1,
+            format_args!(
+                "refusing to remove '.' or '..' directory: skipping '{}'",
+                arg.text
+            ),
+        );
+        return;
+    }
     let missing_ok = |e: &Error| args.force && e.errno() == Errno::ENOENT as i32;
     let report = |e: Error| {
         if !missing_ok(&e) {
