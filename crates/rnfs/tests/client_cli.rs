@@ -973,3 +973,30 @@ fn cp_and_mv_fail_when_a_local_copy_is_not_written_back() {
     assert_eq!(fs::read(src).unwrap(), bytes, "the source was removed");
     drop(mount);
 }
+
+/// `-v` into a pipe that was closed ends the output, not the command: the
+/// copy is whole and the status is a SIGPIPE's (141), as `cp -v | head -1`
+/// expects. `println!` once panicked there (status 101).
+#[test]
+fn verbose_output_into_a_closed_pipe_does_not_panic() {
+    let s = Server::start("vpipe");
+    fs::create_dir(s.path("v")).unwrap();
+    for i in 0..20 {
+        write(&s.path(&format!("v/f{i}")), b"x", 0o644);
+    }
+    let mut child = rnfs()
+        .args(["cp", "-rv", &s.url("v"), &s.url("w")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the pipe's read end before rnfs writes to it.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(141), "{err}");
+    for i in 0..20 {
+        assert!(s.path(&format!("w/f{i}")).exists(), "w/f{i}");
+    }
+}

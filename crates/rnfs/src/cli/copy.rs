@@ -758,7 +758,8 @@ impl Copier<'_> {
             },
         };
         if self.verbose {
-            println!("'{}' -> '{dst_shown}'", src.shown);
+            self.ctx
+                .say(format_args!("'{}' -> '{dst_shown}'", src.shown));
         }
         let children = match children(src) {
             Ok(c) => c,
@@ -808,7 +809,8 @@ impl Copier<'_> {
         match dst.symlink(&to) {
             Ok(()) => {
                 if self.verbose {
-                    println!("'{}' -> '{dst_shown}'", src.shown);
+                    self.ctx
+                        .say(format_args!("'{}' -> '{dst_shown}'", src.shown));
                 }
                 true
             }
@@ -946,7 +948,7 @@ impl Copier<'_> {
             return false;
         }
         if self.verbose {
-            bar.suspend(|| println!("'{}' -> '{dst}'", src.shown));
+            bar.suspend(|| self.ctx.say(format_args!("'{}' -> '{dst}'", src.shown)));
         }
         if self.preserve {
             return self.set_attrs(&node, dst, &src.meta, true);
@@ -1241,15 +1243,15 @@ pub(crate) fn run_mv(ctx: &Ctx, args: &MvArgs) {
         match rename(&obj, &place) {
             Ok(()) => {
                 if args.verbose {
-                    println!("renamed '{}' -> '{shown}'", obj.shown);
+                    ctx.say(format_args!("renamed '{}' -> '{shown}'", obj.shown));
                 }
             }
             Err(e) if e.errno() == Errno::EXDEV as i32 => {
                 if move_by_copy(&copier, &obj, &place, &shown) && args.verbose {
-                    println!(
+                    ctx.say(format_args!(
                         "copied '{}' -> '{shown}', removed '{}'",
                         obj.shown, obj.shown
-                    );
+                    ));
                 }
             }
             Err(e) => copier.fail(format_args!(

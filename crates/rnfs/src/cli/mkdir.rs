@@ -79,13 +79,13 @@ pub(crate) fn run(ctx: &Ctx, args: &MkdirArgs) {
                 if args.verbose {
                     let mut url: NfsUrl = target.export_url.clone();
                     url.path = format!("{}/{path}", url.path.trim_end_matches('/'));
-                    println!("rnfs mkdir: created directory '{url}'");
+                    ctx.say(format_args!("rnfs mkdir: created directory '{url}'"));
                 }
             })
         } else {
             make_one(&target.session, &target.path, mode).map(|()| {
                 if args.verbose {
-                    println!("rnfs mkdir: created directory '{}'", arg.text);
+                    ctx.say(format_args!("rnfs mkdir: created directory '{}'", arg.text));
                 }
             })
         };

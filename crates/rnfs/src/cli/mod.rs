@@ -215,6 +215,18 @@ impl Ctx {
         }
     }
 
+    /// Prints `msg` and a newline to standard output (`-v`); a closed pipe
+    /// ends the output quietly instead of panicking, as `println!` would.
+    pub(crate) fn say(&self, msg: impl Display) {
+        use std::io::Write;
+        if self.stdout_closed() {
+            return;
+        }
+        if let Err(e) = writeln!(io::stdout(), "{msg}") {
+            self.stdout_failed(&e);
+        }
+    }
+
     /// Whether standard output was closed.
     pub(crate) fn stdout_closed(&self) -> bool {
         self.broken_pipe.load(Ordering::Relaxed)
