@@ -272,6 +272,47 @@ fn one_thread_writing_many_files_in_turn_never_runs_out_of_slots() {
     }
 }
 
+/// With one slot, background calls may hold none of it: every WRITE is
+/// made synchronously. A background WRITE once took the only slot, and the
+/// next file's WRITE waited for it in the backlog for ever.
+#[test]
+fn a_connection_of_one_slot_keeps_it_for_calls_that_are_waited_for() {
+    let server = TestServer::start();
+    let one_slot = ClientOptions {
+        max_slots: 1,
+        ..ClientOptions::default()
+    };
+    let s = Arc::new(server.session_with(one_slot));
+    let dir = server.scratch(&s);
+    let budget = DirtyBudget::new(DirtyBudget::DEFAULT_MAX_BYTES);
+    let handles: Vec<_> = (0..2)
+        .map(|i| create(&s, &dir, &format!("one{i}")))
+        .collect();
+    let files: Vec<_> = handles
+        .iter()
+        .map(|fh| open(&s, *fh, config(4 * KIB as u32, 4), &budget))
+        .collect();
+    let files = Arc::new(files);
+    let writer = Arc::clone(&files);
+    within_a_minute("writer over one slot", move || {
+        for round in 0..4u32 {
+            for (i, f) in writer.iter().enumerate() {
+                let piece = pattern(8 * KIB, round * 100 + i as u32);
+                let at = u64::from(round) * 8 * KIB as u64;
+                assert_eq!(f.write(at, &piece).unwrap(), piece.len());
+            }
+        }
+        for f in writer.iter() {
+            f.close().unwrap();
+        }
+    });
+    for f in files.iter() {
+        let stats = f.stats();
+        assert!(stats.writes_sent > 0);
+        assert_eq!(stats.synchronous_writes, stats.writes_sent, "{stats:?}");
+    }
+}
+
 #[test]
 fn one_thread_reading_many_files_in_turn_never_runs_out_of_slots() {
     // Read-ahead READs stay cached, holding their slots, until their file is

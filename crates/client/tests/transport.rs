@@ -387,15 +387,18 @@ async fn a_dropped_async_call_gives_its_slot_back() {
 #[test]
 fn try_submit_never_waits_for_a_slot() {
     let server = TestServer::rnfs(Backend::Memory);
-    let s = server.session_with(options(5000, 2, 1));
+    // Two slots (background calls may hold one; with one slot, none).
+    let s = server.session_with(options(5000, 2, 2));
     let rpc = s.nfs().rpc().clone();
     let cred = Credential::root();
-    // The one slot is held until the call is collected, reply or not.
+    // Both slots are held until their calls are collected, reply or not.
     let held = rpc.submit(&cred, 100_003, 3, 0, &()).unwrap();
+    let also_held = rpc.submit(&cred, 100_003, 3, 0, &()).unwrap();
     let t0 = Instant::now();
     assert!(rpc.try_submit(&cred, 100_003, 3, 0, &()).unwrap().is_none());
     assert!(t0.elapsed() < Duration::from_secs(1), "try_submit waited");
     held.wait(|_| Ok(())).unwrap();
+    also_held.wait(|_| Ok(())).unwrap();
     let next = rpc.try_submit(&cred, 100_003, 3, 0, &()).unwrap();
     next.expect("a slot is free again")
         .wait(|_| Ok(()))

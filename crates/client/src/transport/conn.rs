@@ -145,11 +145,11 @@ pub(crate) struct Conn {
 }
 
 /// How many of `max_slots` background calls may hold at once: all but a
-/// quarter (at least one slot stays for waited-for calls when there are
-/// two or more).
+/// quarter, and never the last slot (with one slot, none: every
+/// background call is then made synchronously, or skipped).
 pub(crate) fn background_limit(max_slots: u32) -> u32 {
     let reserve = (max_slots / 4).max(1);
-    max_slots.saturating_sub(reserve).max(1)
+    max_slots.saturating_sub(reserve)
 }
 
 /// Most reply buffers a connection keeps for reuse.
