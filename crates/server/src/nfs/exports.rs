@@ -412,7 +412,7 @@ pub struct Export {
     pub options: ExportOptions,
     /// The backend.
     pub fs: Arc<dyn Filesystem>,
-    /// [`root_tag`](super::handles::root_tag) of the backend's root: what
+    /// [`root_tag`] of the backend's root: what
     /// ties a handle to this export's directory as well as to its id.
     pub root_tag: u32,
     /// Whether version 1 handles, which carry no root tag, are accepted:
