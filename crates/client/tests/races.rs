@@ -15,23 +15,40 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Backend, TestServer};
-use holding_proxy::{holding_proxy, holding_proxy_of, Hold};
+use holding_proxy::{holding_proxy_of, Hold};
 use rnfs_client::{
     ClientOptions, Credential, DirtyBudget, IoConfig, NfsClient, NfsFile, RpcClient,
 };
-use rnfs_nfs3::{CreateHow3, FileHandle, Sattr3, StableHow};
+use rnfs_nfs3::{CreateHow3, Fattr3, FileHandle, Sattr3, StableHow};
 
 const GETATTR: u32 = 1;
 const SETATTR: u32 = 2;
 
 /// A client of `server` through a proxy that holds what `hold` names.
 fn client_through(server: &TestServer, hold: &Arc<Hold>) -> NfsClient {
+    client_through_all(server, vec![Arc::clone(hold)])
+}
+
+/// A client of `server` through a proxy with several `holds`.
+fn client_through_all(server: &TestServer, holds: Vec<Arc<Hold>>) -> NfsClient {
     let port = server.url.nfs_port.unwrap();
-    let proxy = holding_proxy(SocketAddr::from(([127, 0, 0, 1], port)), Arc::clone(hold));
+    let proxy = holding_proxy_of(SocketAddr::from(([127, 0, 0, 1], port)), holds);
     NfsClient::new(
         RpcClient::connect(proxy, ClientOptions::default()).unwrap(),
         Credential::root(),
     )
+}
+
+/// `fh` opened through `nfs` (default I/O, no dirty budget), shareable
+/// between threads.
+fn shared_file(nfs: NfsClient, fh: FileHandle, attr: &Fattr3) -> Arc<NfsFile> {
+    Arc::new(NfsFile::new(
+        nfs,
+        fh,
+        attr,
+        IoConfig::default(),
+        DirtyBudget::new(0),
+    ))
 }
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
@@ -105,13 +122,7 @@ fn a_write_during_a_truncate_is_not_cut_by_its_setattr() {
     let hold = Hold::new(SETATTR, Duration::from_millis(500));
     let nfs = client_through(&server, &hold);
     let attr = nfs.getattr(&fh).unwrap();
-    let f = Arc::new(NfsFile::new(
-        nfs,
-        fh,
-        &attr,
-        IoConfig::default(),
-        DirtyBudget::new(0),
-    ));
+    let f = shared_file(nfs, fh, &attr);
     let truncate = thread::spawn({
         let f = Arc::clone(&f);
         move || f.truncate(1000)
@@ -149,13 +160,7 @@ fn a_getattr_answered_before_a_truncate_does_not_undo_it() {
     let hold = Hold::replies(GETATTR, Duration::from_millis(500));
     let nfs = client_through(&server, &hold);
     let attr = direct.getattr(&fh).unwrap();
-    let f = Arc::new(NfsFile::new(
-        nfs,
-        fh,
-        &attr,
-        IoConfig::default(),
-        DirtyBudget::new(0),
-    ));
+    let f = shared_file(nfs, fh, &attr);
     let getattr = thread::spawn({
         let f = Arc::clone(&f);
         move || f.getattr()
@@ -183,23 +188,9 @@ fn a_getattr_sent_during_a_truncate_does_not_undo_it() {
     let fh = file_with(&server, &direct, "f", &pattern(8000, 1));
     let setattrs = Hold::new(SETATTR, Duration::from_millis(300));
     let getattrs = Hold::replies(GETATTR, Duration::from_millis(700));
-    let port = server.url.nfs_port.unwrap();
-    let proxy = holding_proxy_of(
-        SocketAddr::from(([127, 0, 0, 1], port)),
-        vec![Arc::clone(&setattrs), Arc::clone(&getattrs)],
-    );
-    let nfs = NfsClient::new(
-        RpcClient::connect(proxy, ClientOptions::default()).unwrap(),
-        Credential::root(),
-    );
+    let nfs = client_through_all(&server, vec![Arc::clone(&setattrs), Arc::clone(&getattrs)]);
     let attr = direct.getattr(&fh).unwrap();
-    let f = Arc::new(NfsFile::new(
-        nfs,
-        fh,
-        &attr,
-        IoConfig::default(),
-        DirtyBudget::new(0),
-    ));
+    let f = shared_file(nfs, fh, &attr);
     let truncate = thread::spawn({
         let f = Arc::clone(&f);
         move || f.truncate(1000)

@@ -5,13 +5,16 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use rnfs_rpc::{encode_record, peek_call_ids, RecordDecoder};
+use rnfs_rpc::peek_call_ids;
+
+#[path = "records.rs"]
+mod records;
+use records::{relay, write_record};
 
 const NFS_PROGRAM: u32 = 100_003;
 const JUKEBOX: u32 = 10_008;
@@ -126,26 +129,4 @@ fn jukebox_reply(call: &[u8], proc_: u32) -> Vec<u8> {
 
 fn send(to: &Mutex<TcpStream>, record: &[u8]) -> bool {
     write_record(&mut to.lock().unwrap(), record)
-}
-
-fn write_record(to: &mut TcpStream, record: &[u8]) -> bool {
-    let mut framed = Vec::with_capacity(record.len() + 4);
-    encode_record(record, &mut framed);
-    to.write_all(&framed).is_ok()
-}
-
-/// Reads records from `from` and hands each to `out` until either fails.
-fn relay(mut from: TcpStream, mut out: impl FnMut(&[u8]) -> bool) {
-    let mut decoder = RecordDecoder::new(4 << 20);
-    loop {
-        while let Ok(Some(rec)) = decoder.next_record() {
-            if !out(&rec) {
-                return;
-            }
-        }
-        match from.read(decoder.read_buf()) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => decoder.advance(n),
-        }
-    }
 }
