@@ -123,12 +123,25 @@ impl HandleKey {
             path: path.clone(),
             source,
         };
-        match fs::read(&path) {
-            Ok(bytes) => {
+        let opened = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path);
+        match opened {
+            Ok(mut file) => {
+                check_key_file(&file.metadata().map_err(err)?).map_err(err)?;
+                let mut bytes = Vec::with_capacity(16);
+                // One byte more than a key, to tell "too long" without reading
+                // an arbitrary file whole.
+                (&mut file).take(17).read_to_end(&mut bytes).map_err(err)?;
                 let key: [u8; 16] = bytes.as_slice().try_into().map_err(|_| {
                     err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("expected 16 bytes, found {}", bytes.len()),
+                        if bytes.len() > 16 {
+                            "expected 16 bytes, found more".to_owned()
+                        } else {
+                            format!("expected 16 bytes, found {}", bytes.len())
+                        },
                     ))
                 })?;
                 Ok(Self { key })
@@ -214,6 +227,35 @@ impl HandleKey {
             backend,
         })
     }
+}
+
+/// Refuses a key file that someone other than the server could read or
+/// replace: whoever knows the key can forge a handle for any file of any
+/// export, so, as ssh does with its private keys, a key file must be a
+/// regular file owned by the server's user (or root) with no group or other
+/// permissions.
+fn check_key_file(meta: &fs::Metadata) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
+    if !meta.file_type().is_file() {
+        return refuse("not a regular file".to_owned());
+    }
+    let euid = rustix::process::geteuid().as_raw();
+    if meta.uid() != euid && meta.uid() != 0 {
+        return refuse(format!(
+            "owned by uid {}, not by the server's user (uid {euid}) or root; \
+             anyone who can change it can make every handle stale",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return refuse(format!(
+            "permissions {mode:04o} are too open: whoever reads the key can forge \
+             handles to any exported file; run `chmod 600` on it"
+        ));
+    }
+    Ok(())
 }
 
 /// The handle key could not be read or created.
@@ -320,6 +362,33 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         fs::write(dir.join(HandleKey::FILE_NAME), b"short").unwrap();
         assert!(HandleKey::load_or_create(&dir).is_err());
+        fs::write(dir.join(HandleKey::FILE_NAME), [7u8; 40]).unwrap();
+        let e = HandleKey::load_or_create(&dir).unwrap_err().to_string();
+        assert!(e.contains("found more"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_key_file_others_can_read_is_refused() {
+        let dir = std::env::temp_dir().join(format!("rnfs-key-open-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let a = HandleKey::load_or_create(&dir).unwrap();
+        let file = dir.join(HandleKey::FILE_NAME);
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+        let e = HandleKey::load_or_create(&dir).unwrap_err();
+        assert_eq!(e.source.kind(), io::ErrorKind::PermissionDenied);
+        assert!(
+            e.to_string().contains("permissions 0644 are too open"),
+            "{e}"
+        );
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o400)).unwrap();
+        assert_eq!(HandleKey::load_or_create(&dir).unwrap().key, a.key);
+        // A symlink to a key is not followed: its target's mode says nothing
+        // about who can swap the link.
+        let link = dir.join("link");
+        fs::create_dir(&link).unwrap();
+        std::os::unix::fs::symlink(&file, link.join(HandleKey::FILE_NAME)).unwrap();
+        assert!(HandleKey::load_or_create(&link).is_err());
         fs::remove_dir_all(&dir).unwrap();
     }
 }
