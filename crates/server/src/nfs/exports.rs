@@ -419,6 +419,11 @@ pub struct Export {
     /// only while the export's backend is the one the server started with,
     /// the root they were most likely issued under.
     pub accepts_untagged: bool,
+    /// `(st_dev, st_ino)` of a local export's `path` when its backend was
+    /// opened: a reload reopens the backend if the path now names another
+    /// directory (a file system mounted on it, or a directory moved into
+    /// place), as `exportfs -r` does.
+    pub path_identity: Option<(u64, u64)>,
 }
 
 impl Export {
@@ -568,9 +573,12 @@ fn build(
             });
         }
         let options = ExportOptions::from_config(c)?;
-        let reuse = old
-            .and_then(|t| t.get(id))
-            .filter(|e| e.config.path == c.path && e.config.backend == c.backend);
+        let path_identity = path_identity(c);
+        let reuse = old.and_then(|t| t.get(id)).filter(|e| {
+            e.config.path == c.path
+                && e.config.backend == c.backend
+                && e.path_identity == path_identity
+        });
         let (fs, accepts_untagged) = match (reuse, old) {
             (Some(e), _) => (Arc::clone(&e.fs), e.accepts_untagged),
             (None, old) => {
@@ -591,6 +599,7 @@ fn build(
             options,
             root_tag: root_tag(&fs.root()),
             accepts_untagged,
+            path_identity,
             fs,
         });
         table.by_id.insert(id, Arc::clone(&export));
@@ -598,6 +607,18 @@ fn build(
         table.ordered.push(export);
     }
     Ok(table)
+}
+
+/// What directory a local export's `path` names now (`None` for other
+/// backends, or a path that cannot be read, which the opener then reports).
+/// Taken before the backend is opened: if the path changes in between, the
+/// next reload sees a difference and reopens, which is harmless.
+fn path_identity(c: &ExportConfig) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    match c.backend {
+        BackendKind::Local => std::fs::metadata(&c.path).ok().map(|m| (m.dev(), m.ino())),
+        BackendKind::Memory => None,
+    }
 }
 
 #[cfg(test)]
@@ -810,5 +831,49 @@ mod tests {
             exports.reload(&[a, dup]),
             Err(ConfigError::Duplicate { .. })
         ));
+    }
+
+    #[test]
+    fn reload_reopens_a_local_export_whose_path_names_another_directory() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let base = std::env::temp_dir().join(format!("rnfs-reload-ident-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dir = base.join("data");
+        std::fs::create_dir_all(&dir).unwrap();
+        let opened = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&opened);
+        // A backend per open, tagged with the open's number, so that a
+        // reopened export has another root (as a real new directory does).
+        let opener: Box<BackendOpener> = Box::new(move |_c: &ExportConfig| {
+            let n = counter.fetch_add(1, Ordering::SeqCst) as u64;
+            Ok(Arc::new(rnfs_vfs::memory::MemoryFs::new(n + 1)) as Arc<dyn Filesystem>)
+        });
+        let config = [ExportConfig::new(&dir)];
+        let exports = Exports::new(&config, opener).unwrap();
+        let before = Arc::clone(exports.load().get(config[0].export_id()).unwrap());
+        exports.reload(&config).unwrap();
+        let same = Arc::clone(exports.load().get(config[0].export_id()).unwrap());
+        assert!(
+            Arc::ptr_eq(&before.fs, &same.fs),
+            "an unchanged path is kept"
+        );
+        assert_eq!(opened.load(Ordering::SeqCst), 1);
+
+        // Another directory now sits at the same path.
+        std::fs::rename(&dir, base.join("old")).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        exports.reload(&config).unwrap();
+        let after = Arc::clone(exports.load().get(config[0].export_id()).unwrap());
+        assert_eq!(opened.load(Ordering::SeqCst), 2, "the backend is reopened");
+        assert!(!Arc::ptr_eq(&before.fs, &after.fs));
+        assert!(!after.issued_under_this_root(None));
+        assert_ne!(after.path_identity, before.path_identity);
+
+        // A path that vanished is opened again, so that the real opener
+        // reports it (and the reload fails) instead of serving what was there.
+        std::fs::remove_dir(&dir).unwrap();
+        exports.reload(&config).unwrap();
+        assert_eq!(opened.load(Ordering::SeqCst), 3);
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }
