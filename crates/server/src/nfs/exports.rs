@@ -30,7 +30,9 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use ipnet::IpNet;
@@ -424,6 +426,65 @@ pub struct Export {
     /// directory (a file system mounted on it, or a directory moved into
     /// place), as `exportfs -r` does.
     pub path_identity: Option<(u64, u64)>,
+    /// Rate limit for the warnings of refused callers.
+    pub refusals: RefusalLog,
+}
+
+/// Limits the warnings that refused callers cause to one per
+/// [`RefusalLog::INTERVAL`] per export, counting the ones left out: a client
+/// that is not allowed retries every call, and a line per call would flood
+/// the log (knfsd logs none; this keeps the first and a count).
+#[derive(Debug)]
+pub struct RefusalLog {
+    start: Instant,
+    /// Nanoseconds after `start` before which nothing is logged. Relaxed:
+    /// it orders nothing else, and the compare-exchange lets one caller
+    /// through per interval.
+    next_ns: AtomicU64,
+    /// Refusals not logged since the last one that was. Relaxed: a count.
+    suppressed: AtomicU64,
+}
+
+impl Default for RefusalLog {
+    fn default() -> Self {
+        Self {
+            start: Instant::now(),
+            next_ns: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+}
+
+impl RefusalLog {
+    /// At most one warning per this long.
+    pub const INTERVAL: Duration = Duration::from_secs(5);
+
+    /// Whether to log the refusal being made now; if so, how many refusals
+    /// were left out of the log since the last one logged.
+    pub fn admit(&self) -> Option<u64> {
+        let now = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.admit_at(now)
+    }
+
+    fn admit_at(&self, now_ns: u64) -> Option<u64> {
+        let next = self.next_ns.load(Ordering::Relaxed);
+        let interval = u64::try_from(Self::INTERVAL.as_nanos()).unwrap_or(u64::MAX);
+        if now_ns >= next
+            && self
+                .next_ns
+                .compare_exchange(
+                    next,
+                    now_ns.saturating_add(interval),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            return Some(self.suppressed.swap(0, Ordering::Relaxed));
+        }
+        self.suppressed.fetch_add(1, Ordering::Relaxed);
+        None
+    }
 }
 
 impl Export {
@@ -600,6 +661,7 @@ fn build(
             root_tag: root_tag(&fs.root()),
             accepts_untagged,
             path_identity,
+            refusals: RefusalLog::default(),
             fs,
         });
         table.by_id.insert(id, Arc::clone(&export));
@@ -875,5 +937,19 @@ mod tests {
         exports.reload(&config).unwrap();
         assert_eq!(opened.load(Ordering::SeqCst), 3);
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn refusals_are_logged_once_per_interval_with_a_count_of_the_rest() {
+        let log = RefusalLog::default();
+        let second = 1_000_000_000;
+        assert_eq!(log.admit_at(0), Some(0));
+        for t in 1..=100 {
+            assert_eq!(log.admit_at(t * 10_000_000), None);
+        }
+        assert_eq!(log.admit_at(5 * second), Some(100));
+        assert_eq!(log.admit_at(5 * second + 1), None);
+        assert_eq!(log.admit_at(20 * second), Some(1));
+        assert_eq!(log.admit_at(20 * second), None);
     }
 }

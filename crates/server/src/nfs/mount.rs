@@ -127,7 +127,9 @@ impl MountService {
             return Mountres3::Fail(Mountstat3::Noent);
         };
         if let Err(refusal) = export.options.check(ctx.peer) {
-            tracing::warn!(peer = ?ctx.peer, "MNT {path} refused: {refusal}");
+            if let Some(not_logged) = export.refusals.admit() {
+                tracing::warn!(peer = ?ctx.peer, not_logged, "MNT {path} refused: {refusal}");
+            }
             return Mountres3::Fail(Mountstat3::Acces);
         }
         let fhandle = self.key.seal(export.stamp(), &export.fs.root());
