@@ -827,6 +827,76 @@ fn clients_outside_the_export_networks_are_refused_at_mnt_and_every_call() {
     assert_eq!(status_of_getattr(&mut c, fh.as_bytes()), Nfsstat3::Acces);
 }
 
+fn mkdir(c: &mut SyncConnection, dir: &FileHandle, name: &[u8]) -> FileHandle {
+    let res: MkdirRes = c
+        .nfs(
+            NfsProc3::Mkdir,
+            &MkdirArgs {
+                where_: DirOpArgs3 {
+                    dir: dir.as_fh3(),
+                    name,
+                },
+                attributes: Sattr3::default(),
+            },
+        )
+        .unwrap();
+    match res {
+        MkdirRes::Ok(ok) => ok.obj.unwrap(),
+        other => panic!("mkdir {name:?}: {other:?}"),
+    }
+}
+
+#[test]
+fn a_directory_below_an_export_can_be_mounted() {
+    let f = Fixture::memory();
+    let mut c = f.connect();
+    let root = c.mount("/mem").unwrap();
+    let sub = mkdir(&mut c, &root, b"sub");
+    let deeper = mkdir(&mut c, &sub, b"deeper");
+    create(&mut c, &root, b"file");
+
+    // The handle is the one LOOKUP gives, whatever the slashes and dots.
+    assert_eq!(c.mount("/mem/sub/deeper").unwrap(), deeper);
+    assert_eq!(c.mount("/mem//sub/./deeper/").unwrap(), deeper);
+    assert_eq!(c.mount("/mem/sub").unwrap(), sub);
+    let in_deeper = create(&mut c, &deeper, b"inside");
+    let mounted = c.mount("/mem/sub/deeper").unwrap();
+    let LookupRes::Ok(found) = lookup(&mut c, &mounted, b"inside") else {
+        panic!("lookup below a mounted subdirectory")
+    };
+    assert_eq!(found.object, in_deeper);
+
+    // DUMP lists the path mounted.
+    let raw = c.call_raw(MOUNT_PROGRAM, 3, 2, &[]).unwrap();
+    let dump = DumpRes::decode(&mut Reader::new(&raw)).unwrap();
+    let dirs: Vec<&[u8]> = dump.mounts.iter().map(|m| m.directory).collect();
+    assert!(dirs.contains(&&b"/mem/sub/deeper"[..]), "{dirs:?}");
+
+    for (path, want) in [
+        ("/mem/file", Mountstat3::Notdir),
+        ("/mem/file/x", Mountstat3::Notdir),
+        ("/mem/missing", Mountstat3::Noent),
+        ("/mem/sub/missing/deeper", Mountstat3::Noent),
+        // Never resolved upwards: the walk stays inside the export.
+        ("/mem/sub/..", Mountstat3::Inval),
+        ("/mem/sub/deeper/../../..", Mountstat3::Inval),
+        // A prefix that is not a whole component is another name.
+        ("/memory", Mountstat3::Noent),
+        ("/me", Mountstat3::Noent),
+        ("mem/sub", Mountstat3::Noent),
+    ] {
+        match c.mount(path) {
+            Err(CallError::Mount(got)) => assert_eq!(got, want, "{path}"),
+            other => panic!("MNT {path}: {other:?}"),
+        }
+    }
+    let long = format!("/mem/{}", "n".repeat(300));
+    assert!(matches!(
+        c.mount(&long),
+        Err(CallError::Mount(Mountstat3::Nametoolong))
+    ));
+}
+
 #[test]
 fn mount_export_dump_umnt() {
     let f = Fixture::memory();

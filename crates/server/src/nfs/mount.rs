@@ -1,6 +1,8 @@
 //! The MOUNT program (100005), versions 1 to 3 (RFC 1813 appendix I).
 //!
-//! MNT hands out an export's root handle after checking the client's address; it
+//! MNT hands out the handle of an export's root, or of a directory below it
+//! (`/srv/data/projects` of the export `/srv/data`, as mountd allows), after
+//! checking the client's address; it
 //! exists only in version 3 here, because versions 1 and 2 carry 32-byte handles
 //! and ours are up to 64 bytes (their MNT answers PROC_UNAVAIL). DUMP, UMNT,
 //! UMNTALL and EXPORT have the same form in every version, so `showmount`, which
@@ -14,12 +16,13 @@ use std::sync::{Arc, Mutex};
 
 use rnfs_nfs3::{
     DumpRes, ExportNode, ExportRes, MntArgs, MountBody, MountProc3, Mountres3, Mountres3Ok,
-    Mountstat3, UmntArgs,
+    Mountstat3, UmntArgs, NAME_MAX,
 };
-use rnfs_rpc::{CallContext, Service, ServiceError};
+use rnfs_rpc::{Auth, CallContext, Service, ServiceError};
+use rnfs_vfs::{identity, BackendHandle, FileType, FsError};
 use rnfs_xdr::{Decode, Encode, Reader, Writer};
 
-use super::exports::{normalize_mount_path, Exports};
+use super::exports::{normalize_mount_path, Export, ExportTable, Exports};
 use super::handles::HandleKey;
 
 /// AUTH_SYS, the only flavor offered at mount time.
@@ -86,6 +89,9 @@ pub struct MountService {
     exports: Arc<Exports>,
     key: HandleKey,
     mounts: Arc<MountList>,
+    /// Whether a MNT below an export's root looks names up as the caller
+    /// (the server runs as root), as NFS calls do.
+    switch_identity: bool,
 }
 
 impl MountService {
@@ -105,6 +111,7 @@ impl MountService {
             exports,
             key,
             mounts,
+            switch_identity: identity::can_switch(),
         }
     }
 
@@ -121,8 +128,9 @@ impl MountService {
 
     fn mnt(&self, ctx: &CallContext<'_>, a: MntArgs<'_>) -> Mountres3 {
         let path = String::from_utf8_lossy(a.dirpath);
+        let path = normalize_mount_path(&path);
         let table = self.exports.load();
-        let Some(export) = table.by_mount_path(&path) else {
+        let Some((export, below)) = export_holding(&table, path) else {
             tracing::info!(peer = ?ctx.peer, "MNT {path}: no such export");
             return Mountres3::Fail(Mountstat3::Noent);
         };
@@ -132,14 +140,100 @@ impl MountService {
             }
             return Mountres3::Fail(Mountstat3::Acces);
         }
-        let fhandle = self.key.seal(export.stamp(), &export.fs.root());
+        let dir = match self.resolve_below(ctx, export, below) {
+            Ok(dir) => dir,
+            Err(status) => {
+                tracing::info!(peer = ?ctx.peer, "MNT {path}: {status:?}");
+                return Mountres3::Fail(status);
+            }
+        };
+        let fhandle = self.key.seal(export.stamp(), &dir);
         let host = Self::host(ctx);
-        self.mounts.insert(&host, &export.mount_path);
-        tracing::info!(peer = %Self::peer(ctx), export = %export.mount_path, "client mounted");
+        self.mounts.insert(&host, path);
+        tracing::info!(peer = %Self::peer(ctx), export = %export.mount_path, path, "client mounted");
         Mountres3::Ok(Mountres3Ok {
             fhandle,
             auth_flavors: vec![AUTH_SYS],
         })
+    }
+
+    /// The directory `below` (slash-separated names, maybe empty) under the
+    /// export's root, looked up name by name as the caller (after squashing),
+    /// as a LOOKUP would: a client cannot mount a directory it could not
+    /// reach through the export. `..` is refused rather than resolved, so the
+    /// walk never leaves the export.
+    fn resolve_below(
+        &self,
+        ctx: &CallContext<'_>,
+        export: &Export,
+        below: &str,
+    ) -> Result<BackendHandle, Mountstat3> {
+        let mut dir = export.fs.root();
+        if below.is_empty() {
+            return Ok(dir);
+        }
+        let sys = match ctx.auth {
+            Auth::Sys(s) => Some((s.uid, s.gid, &*s.gids)),
+            _ => None,
+        };
+        let cred = export.options.credentials(sys);
+        if self.switch_identity {
+            identity::switch_to(&cred).map_err(|e| {
+                tracing::error!("{e}");
+                Mountstat3::Serverfault
+            })?;
+        }
+        for name in below.split('/').filter(|n| !n.is_empty() && *n != ".") {
+            if name == ".." {
+                return Err(Mountstat3::Inval);
+            }
+            if name.len() > NAME_MAX {
+                return Err(Mountstat3::Nametoolong);
+            }
+            let (fh, attr, _) = export
+                .fs
+                .lookup(&cred, &dir, name.as_bytes())
+                .map_err(|(e, _)| mount_status(e))?;
+            if attr.ftype != FileType::Directory {
+                return Err(Mountstat3::Notdir);
+            }
+            dir = fh;
+        }
+        Ok(dir)
+    }
+}
+
+/// The export whose mount path is `path` or its longest ancestor, and the
+/// rest of `path` below it. One hash lookup per component of `path`, at most.
+fn export_holding<'t, 'p>(
+    table: &'t ExportTable,
+    path: &'p str,
+) -> Option<(&'t Arc<Export>, &'p str)> {
+    let mut prefix = path;
+    loop {
+        if let Some(export) = table.by_mount_path(prefix) {
+            let below = path[prefix.len()..].trim_start_matches('/');
+            return Some((export, below));
+        }
+        prefix = match prefix.rfind('/')? {
+            0 if prefix.len() > 1 => "/",
+            0 => return None,
+            i => &prefix[..i],
+        };
+    }
+}
+
+/// A backend error met while resolving a MNT path, as MOUNT reports it.
+fn mount_status(e: FsError) -> Mountstat3 {
+    match e {
+        FsError::NoEnt | FsError::Stale | FsError::XDev => Mountstat3::Noent,
+        FsError::Access => Mountstat3::Acces,
+        FsError::Perm => Mountstat3::Perm,
+        FsError::NotDir => Mountstat3::Notdir,
+        FsError::NameTooLong => Mountstat3::Nametoolong,
+        FsError::Inval => Mountstat3::Inval,
+        FsError::Io => Mountstat3::Io,
+        _ => Mountstat3::Serverfault,
     }
 }
 
