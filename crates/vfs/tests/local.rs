@@ -910,6 +910,76 @@ fn a_write_only_caller_can_write() {
     assert_eq!(read(&fs, &log, 6).unwrap(), b"entrys");
 }
 
+/// knfsd's owner override holds for a file whose descriptor is not cached:
+/// its owner may write, truncate and read it whatever its mode; others may
+/// not.
+#[test]
+fn the_owner_may_write_a_read_only_file_opened_afresh() {
+    if !is_root() {
+        eprintln!("skipped: needs root to play an ordinary user");
+        return;
+    }
+    let dir = temp_dir();
+    let path = dir.path().join("ro");
+    std::fs::write(&path, b"0123456789").unwrap();
+    std::os::unix::fs::chown(&path, Some(4242), Some(4242)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let locked = dir.path().join("locked");
+    std::fs::write(&locked, b"secret").unwrap();
+    std::os::unix::fs::chown(&locked, Some(4242), Some(4242)).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let fs = open(dir.path());
+    let r = fs.root();
+    let ro = lookup(&fs, &r, b"ro").unwrap();
+    let locked_fh = lookup(&fs, &r, b"locked").unwrap();
+    let owner = Cred {
+        uid: 4242,
+        gid: 4242,
+        groups: vec![],
+    };
+    let other = Cred {
+        uid: 4343,
+        gid: 4242,
+        groups: vec![],
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Someone else first: refused, and nothing gets cached.
+            identity::switch_to(&other).unwrap();
+            let w = fs.write(&other, &ro, 0, b"x", Stability::Unstable);
+            assert_eq!(w.unwrap_err().0, FsError::Access);
+            let truncate = SetAttr {
+                size: Some(4),
+                ..SetAttr::default()
+            };
+            let t = fs.setattr(&other, &ro, &truncate, None);
+            assert_eq!(t.unwrap_err().0, FsError::Access);
+
+            identity::switch_to(&owner).unwrap();
+            fs.setattr(&owner, &ro, &truncate, None).unwrap();
+            let w = fs.write(&owner, &ro, 4, b"AB", Stability::FileSync);
+            assert_eq!(w.unwrap().count, 2);
+            let mut out = Vec::new();
+            fs.read(&owner, &locked_fh, 0, 100, &mut out).unwrap();
+            assert_eq!(out, b"secret");
+            // The caller's identity is back after the override.
+            assert_eq!(identity::fs_uid(), 4242);
+            assert_eq!(
+                std::fs::File::open(dir.path().join("locked"))
+                    .unwrap_err()
+                    .kind(),
+                std::io::ErrorKind::PermissionDenied
+            );
+
+            // The descriptors are cached now; another user still may not.
+            identity::switch_to(&other).unwrap();
+            let w = fs.write(&other, &ro, 0, b"x", Stability::Unstable);
+            assert_eq!(w.unwrap_err().0, FsError::Access);
+        });
+    });
+    assert_eq!(std::fs::read(&path).unwrap(), b"0123AB");
+}
+
 /// Without CAP_DAC_READ_SEARCH (here: opened by a thread whose fsuid is not
 /// 0), handles resolve through the bounded cache filled by lookups.
 #[test]

@@ -68,7 +68,8 @@
 //! the caller's permissions at open. On a cache hit the permission is checked
 //! again (`faccessat2`), except for the file's owner, as knfsd's owner override
 //! does: a file created with mode 0444 (git objects, `cp -p`) stays writable by
-//! its creator while its descriptor is cached.
+//! its creator. A fresh open that the kernel refuses an owner is retried with
+//! fsuid 0 (when the server runs as root).
 //!
 //! Unstable writes are plain `pwrite`s; `DATA_SYNC`/`FILE_SYNC` writes use
 //! `pwritev2(RWF_DSYNC/RWF_SYNC)` (fallback: `fdatasync`/`fsync`); COMMIT is
@@ -168,9 +169,10 @@
 //! - Requires `/proc/self/fd` (checked at open).
 //! - Setting the mode of a symlink is ignored (Linux has no such mode; knfsd
 //!   ignores it too).
-//! - knfsd's owner override is only honoured on cached descriptors (see above):
-//!   a fresh open uses the kernel's checks as they are. knfsd's
-//!   read-if-executable (READ of a mode 0111 file) is not honoured.
+//! - knfsd's owner override (see above) needs root for a descriptor that is
+//!   not cached yet: the open runs with fsuid 0 only for an owner the kernel
+//!   refused. An unprivileged server uses the kernel's checks as they are.
+//!   knfsd's read-if-executable (READ of a mode 0111 file) is not honoured.
 //! - READDIR cookies are only stable where the file system keeps `d_off` stable
 //!   (not tmpfs before Linux 6.6, nor overlayfs merged directories).
 //! - `max_file_size` is reported as `i64::MAX` (userspace cannot read the file
@@ -881,6 +883,16 @@ impl LocalFs {
         let flags = if write { OFlags::RDWR } else { OFlags::RDONLY };
         let (fd, readable) = match self.reopen(node.fd.as_fd(), flags) {
             Ok(fd) => (fd, true),
+            // knfsd's owner override, as on a cache hit (`may`): the owner
+            // may read and write their file whatever its mode (a file
+            // created 0444 and then written, `ftruncate` of a descriptor
+            // open for writing). Only the open runs as root; the caller's
+            // identity is back before anything is done with it.
+            Err(Errno::ACCESS) if cred.uid == node.stat.st_uid && identity::can_switch() => {
+                let fd =
+                    identity::as_fs_root(|| self.reopen(node.fd.as_fd(), flags)).map_err(errno)?;
+                (fd, true)
+            }
             // A writer who may not read (as knfsd, which opens write-only for
             // a WRITE): the descriptor serves writes only.
             Err(Errno::ACCESS) if write => {
