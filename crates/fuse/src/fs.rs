@@ -155,7 +155,7 @@ impl Filesystem for RnfsFs {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<u64>,
+        fh: Option<u64>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -165,7 +165,7 @@ impl Filesystem for RnfsFs {
         self.spawn(("setattr", ino), req, reply, move |core, cred, reply| {
             attr(
                 reply,
-                core.setattr(ino, cred, mode, uid, gid, size, atime, mtime),
+                core.setattr(ino, cred, mode, uid, gid, size, atime, mtime, fh.is_some()),
             );
         });
     }

@@ -672,6 +672,50 @@ fn a_truncate_is_its_callers_while_another_user_holds_the_file_open() {
     assert_eq!(fs::read(t.e("kept")).unwrap(), b"root");
 }
 
+/// A file created read-only (0444) stays writable through the descriptor
+/// that created it, ftruncate included, as on a local file system and on
+/// knfsd (its owner override): tar, cp -p and git do this.
+#[test]
+fn the_owner_writes_and_ftruncates_a_file_it_created_read_only() {
+    if skip("the_owner_writes_and_ftruncates_a_file_it_created_read_only")
+        || !rustix::process::geteuid().is_root()
+    {
+        return;
+    }
+    let t = TestMount::new();
+    fs::create_dir(t.m("pub")).unwrap();
+    fs::set_permissions(t.m("pub"), fs::Permissions::from_mode(0o777)).unwrap();
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=4242",
+            "--regid=4242",
+            "--clear-groups",
+            "perl",
+            "-e",
+        ])
+        .arg(
+            "use Fcntl; use IO::Handle; \
+             sysopen(my $f, $ARGV[0], O_CREAT|O_WRONLY|O_EXCL, 0444) or die \"open: $!\"; \
+             syswrite($f, \"0123456789\") == 10 or die \"write: $!\"; \
+             $f->sync or die \"fsync: $!\"; \
+             truncate($f, 4) or die \"ftruncate: $!\"; \
+             syswrite($f, \"AB\") == 2 or die \"write after: $!\"; \
+             close($f) or die \"close: $!\"; print \"DONE\"",
+        )
+        .arg(t.m("pub/ro"))
+        .output();
+    let Ok(out) = out else {
+        println!("SKIP the_owner_writes_and_ftruncates_a_file_it_created_read_only: no setpriv");
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "DONE", "{stderr}");
+    // The write after the truncate went at the old offset, 10: a hole between.
+    assert_eq!(fs::read(t.e("pub/ro")).unwrap(), b"0123\0\0\0\0\0\0AB");
+    let meta = fs::metadata(t.e("pub/ro")).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (4242, 0o444));
+}
+
 #[test]
 fn a_writer_writes_as_itself_while_a_reader_holds_the_file_open() {
     if skip("a_writer_writes_as_itself_while_a_reader_holds_the_file_open")
