@@ -906,8 +906,33 @@ fn a_write_only_caller_can_write() {
         });
     });
     assert_eq!(std::fs::read(&path).unwrap(), b"entrys");
-    // Root reads through a descriptor of its own, not the write-only one.
+    assert_eq!(descriptor_modes(&path), [libc::O_WRONLY]);
+    // Root reads through a descriptor of its own, not the write-only one,
+    // and it replaces the write-only one in the cache: later READs find it.
     assert_eq!(read(&fs, &log, 6).unwrap(), b"entrys");
+    assert_eq!(descriptor_modes(&path), [libc::O_RDWR]);
+}
+
+/// The access modes of this process's descriptors open on `path`.
+fn descriptor_modes(path: &Path) -> Vec<i32> {
+    let mut modes = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        if std::fs::read_link(entry.path()).ok().as_deref() != Some(path) {
+            continue;
+        }
+        let info = std::fs::read_to_string(Path::new("/proc/self/fdinfo").join(entry.file_name()));
+        let Ok(info) = info else { continue };
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+            .unwrap();
+        // O_PATH descriptors (the handle cache's) open nothing.
+        if flags & libc::O_PATH == 0 {
+            modes.push(flags & libc::O_ACCMODE);
+        }
+    }
+    modes
 }
 
 /// knfsd's owner override holds for a file whose descriptor is not cached:

@@ -859,7 +859,12 @@ impl LocalFs {
         write: bool,
         known: Option<&Node>,
     ) -> FsResult<(Arc<OpenFile>, Stat)> {
+        // A read that finds only a write-only descriptor cached opens the
+        // file for both if it may, so that the cached one is replaced and
+        // later READs do not each open the file again.
+        let mut upgrade = false;
         if let Some(file) = self.open_files.get(fh) {
+            upgrade = !write;
             if if write { file.writable } else { file.readable } {
                 let stat = rfs::fstat(&file.fd).map_err(errno)?;
                 if stat.st_nlink == 0 {
@@ -880,9 +885,13 @@ impl LocalFs {
             }
         };
         check_regular(&node.stat)?;
-        let flags = if write { OFlags::RDWR } else { OFlags::RDONLY };
-        let (fd, readable) = match self.reopen(node.fd.as_fd(), flags) {
-            Ok(fd) => (fd, true),
+        let flags = if write || upgrade {
+            OFlags::RDWR
+        } else {
+            OFlags::RDONLY
+        };
+        let (fd, readable, writable) = match self.reopen(node.fd.as_fd(), flags) {
+            Ok(fd) => (fd, true, write || upgrade),
             // knfsd's owner override, as on a cache hit (`may`): the owner
             // may read and write their file whatever its mode (a file
             // created 0444 and then written, `ftruncate` of a descriptor
@@ -891,7 +900,7 @@ impl LocalFs {
             Err(Errno::ACCESS) if cred.uid == node.stat.st_uid && identity::can_switch() => {
                 let fd =
                     identity::as_fs_root(|| self.reopen(node.fd.as_fd(), flags)).map_err(errno)?;
-                (fd, true)
+                (fd, true, write || upgrade)
             }
             // A writer who may not read (as knfsd, which opens write-only for
             // a WRITE): the descriptor serves writes only.
@@ -899,13 +908,21 @@ impl LocalFs {
                 let fd = self
                     .reopen(node.fd.as_fd(), OFlags::WRONLY)
                     .map_err(errno)?;
-                (fd, false)
+                (fd, false, true)
+            }
+            // A reader who may not write, or a file that cannot be opened
+            // for writing now (a running executable): read-only, uncached.
+            Err(_) if upgrade => {
+                let fd = self
+                    .reopen(node.fd.as_fd(), OFlags::RDONLY)
+                    .map_err(errno)?;
+                (fd, true, false)
             }
             Err(e) => return Err(errno(e)),
         };
         let file = Arc::new(OpenFile {
             fd,
-            writable: write,
+            writable,
             readable,
             sync: group_sync::GroupSync::default(),
         });
