@@ -106,6 +106,9 @@ pub enum MountError {
         /// Why.
         source: io::Error,
     },
+    /// The mount options contradict the URL.
+    #[error("{0}")]
+    Options(String),
     /// The FUSE session ended with an error, or a thread could not start.
     #[error("FUSE session: {0}")]
     Session(io::Error),
@@ -317,6 +320,9 @@ pub fn spawn(
         url: url.to_string(),
         source,
     };
+    let url = &options
+        .url_with_ports(url)
+        .map_err(|e| MountError::Options(e.to_string()))?;
     let (session, rest) =
         Session::connect(url, options.client.clone(), Credential::current()).map_err(nfs_err)?;
     let (root, root_attr) = session.resolve(&rest).map_err(nfs_err)?;
@@ -325,7 +331,12 @@ pub fn spawn(
     }
     let root_uid = rustix::process::geteuid().is_root();
     let allow_other = options.allow_other.unwrap_or(root_uid);
-    let read_only = options.read_only;
+    let flags = sys::VfsFlags {
+        read_only: options.read_only,
+        exec: options.exec,
+        suid: options.suid,
+        dev: options.dev,
+    };
     let threads = options.threads;
     let core = Arc::new(Core::new(session, root, root_attr, options));
     let fs = fs::RnfsFs::new(core.clone(), threads).map_err(MountError::Session)?;
@@ -336,8 +347,8 @@ pub fn spawn(
     let mut session = if root_uid {
         // mount(2) ourselves: the type is `fuse.rnfs`, and fuser holds no
         // mount of its own to unmount again after we did.
-        let fd = sys::mount_fuse(&mountpoint, &url.to_string(), read_only, allow_other)
-            .map_err(fuse_err)?;
+        let fd =
+            sys::mount_fuse(&mountpoint, &url.to_string(), flags, allow_other).map_err(fuse_err)?;
         let acl = if allow_other {
             fuser::SessionACL::All
         } else {
@@ -346,17 +357,29 @@ pub fn spawn(
         fuser::Session::from_fd(fs, fd, acl)
     } else {
         // fuser's mount goes through fusermount3.
+        // fusermount3 refuses suid and dev to users other than root.
         let mut fuse_options = vec![
             MountOption::FSName(url.to_string()),
             MountOption::Subtype("rnfs".into()),
-            MountOption::NoDev,
-            MountOption::NoSuid,
+            if flags.dev {
+                MountOption::Dev
+            } else {
+                MountOption::NoDev
+            },
+            if flags.suid {
+                MountOption::Suid
+            } else {
+                MountOption::NoSuid
+            },
         ];
         if allow_other {
             fuse_options.push(MountOption::AllowOther);
         }
-        if read_only {
+        if flags.read_only {
             fuse_options.push(MountOption::RO);
+        }
+        if !flags.exec {
+            fuse_options.push(MountOption::NoExec);
         }
         fuser::Session::new(fs, &mountpoint, &fuse_options).map_err(fuse_err)?
     };

@@ -94,6 +94,19 @@ pub struct MountOptions {
     /// Let every user use the mount (`allow_other`); `None`: yes when
     /// mounted by root, as NFS mounts are.
     pub allow_other: Option<bool>,
+    /// Programs on the mount may be executed (`exec`, the default;
+    /// `noexec`).
+    pub exec: bool,
+    /// Set-user-id and set-group-id bits take effect (`suid`; default
+    /// `nosuid`, as FUSE mounts are; only root may ask for it).
+    pub suid: bool,
+    /// Device files can be opened (`dev`; default `nodev`, as FUSE mounts
+    /// are; only root may ask for it).
+    pub dev: bool,
+    /// The NFS port (`port`), for a URL that does not give one.
+    pub port: Option<u16>,
+    /// The MOUNT port (`mountport`), for a URL that does not give one.
+    pub mount_port: Option<u16>,
 }
 
 impl MountOptions {
@@ -138,6 +151,11 @@ impl Default for MountOptions {
             wb_expire: None,
             threads: 16,
             allow_other: None,
+            exec: true,
+            suid: false,
+            dev: false,
+            port: None,
+            mount_port: None,
         }
     }
 }
@@ -163,6 +181,24 @@ pub enum OptionError {
         /// The value given.
         value: String,
     },
+    /// A known option that rnfs does not implement, and why.
+    #[error("mount option {name:?} is not supported: {why}")]
+    Unsupported {
+        /// The option.
+        name: String,
+        /// Why, and what to do instead.
+        why: &'static str,
+    },
+    /// A port option disagrees with the port in the URL.
+    #[error("mount option {name}={option} disagrees with port {url} in the URL")]
+    PortConflict {
+        /// `port` or `mountport`.
+        name: &'static str,
+        /// The option's port.
+        option: u16,
+        /// The URL's port.
+        url: u16,
+    },
 }
 
 /// Options accepted and ignored, for `fstab` compatibility.
@@ -182,6 +218,43 @@ const IGNORED: &[&str] = &[
     "sharecache",
     "fg",
     "bg",
+    "nofail",
+    // The server keeps access times, as for the kernel's NFS client, and a
+    // FUSE mount never updates them itself.
+    "atime",
+    "noatime",
+    "relatime",
+    "norelatime",
+    "strictatime",
+    "nostrictatime",
+    "lazytime",
+    "nolazytime",
+    "diratime",
+    "nodiratime",
+    // NFSv3 namespace calls are synchronous on the server (RFC 1813).
+    "dirsync",
+    // Kernel NFS client tuning with no counterpart here.
+    "resvport",
+    "noresvport",
+    "nosharecache",
+    "nordirplus",
+    "acl",
+    "noacl",
+    "fsc",
+    "nofsc",
+];
+
+/// Options with a value accepted and ignored: fstab comments, systemd's
+/// `x-` options, and `mount.nfs` addressing that the URL already gives.
+const IGNORED_WITH_VALUE: &[&str] = &[
+    "comment",
+    "addr",
+    "mountaddr",
+    "clientaddr",
+    "mounthost",
+    "retry",
+    "lookupcache",
+    "namlen",
 ];
 
 impl MountOptions {
@@ -211,6 +284,30 @@ impl MountOptions {
             "cto" => self.cto = flag().map(|()| true)?,
             "nocto" => self.cto = flag().map(|()| false)?,
             "noac" => self.cache = flag().map(|()| CacheTimes::none())?,
+            "exec" => self.exec = flag().map(|()| true)?,
+            "noexec" => self.exec = flag().map(|()| false)?,
+            "suid" => self.suid = flag().map(|()| true)?,
+            "nosuid" => self.suid = flag().map(|()| false)?,
+            "dev" => self.dev = flag().map(|()| true)?,
+            "nodev" => self.dev = flag().map(|()| false)?,
+            "sync" => {
+                return Err(OptionError::Unsupported {
+                    name: name.to_owned(),
+                    why: "writes are always written back in the background; \
+                          fsync(2) or close(2) waits for them to be committed \
+                          (wb_expire bounds how long data stays unwritten)",
+                })
+            }
+            "port" => self.port = Some(number(name, value, 1, u16::MAX)?),
+            "mountport" => self.mount_port = Some(number(name, value, 1, u16::MAX)?),
+            "mountproto" => match value {
+                Some("tcp") => {}
+                _ => return Err(bad(name, value)),
+            },
+            "mountvers" => match value {
+                Some("3") => {}
+                _ => return Err(bad(name, value)),
+            },
             "allow_other" => self.allow_other = flag().map(|()| Some(true))?,
             "noallow_other" => self.allow_other = flag().map(|()| Some(false))?,
             "acregmin" => self.cache.acregmin = secs(name, value)?,
@@ -267,9 +364,37 @@ impl MountOptions {
                 _ => return Err(bad(name, value)),
             },
             _ if IGNORED.contains(&name) && value.is_none() => {}
+            _ if value.is_some()
+                && (IGNORED_WITH_VALUE.contains(&name) || name.starts_with("x-")) => {}
+            // systemd's options without a value (`x-systemd.automount`).
+            _ if name.starts_with("x-") => {}
             _ => return Err(OptionError::Unknown(opt.to_owned())),
         }
         Ok(())
+    }
+}
+
+impl MountOptions {
+    /// `url` with the `port` and `mountport` options applied where it gives
+    /// none; a port given both ways must agree.
+    pub fn url_with_ports(
+        &self,
+        url: &rnfs_client::NfsUrl,
+    ) -> Result<rnfs_client::NfsUrl, OptionError> {
+        let mut url = url.clone();
+        for (name, option, in_url) in [
+            ("port", self.port, &mut url.nfs_port),
+            ("mountport", self.mount_port, &mut url.mount_port),
+        ] {
+            match (option, *in_url) {
+                (Some(option), Some(url)) if option != url => {
+                    return Err(OptionError::PortConflict { name, option, url });
+                }
+                (Some(option), _) => *in_url = Some(option),
+                (None, _) => {}
+            }
+        }
+        Ok(url)
     }
 }
 
@@ -320,6 +445,44 @@ mod tests {
         o.apply("wsize=1048576").unwrap();
         assert_eq!(o.write_size(1 << 20, true), 1 << 20);
         assert_eq!(o.write_size(512 << 10, true), 512 << 10);
+    }
+
+    #[test]
+    fn an_fstab_line_s_options_are_accepted() {
+        let mut o = MountOptions::default();
+        assert!(o.exec && !o.suid && !o.dev);
+        o.apply(
+            "defaults,_netdev,nofail,noatime,nodiratime,relatime,lazytime,noexec,nosuid,\
+             nodev,x-systemd.automount,x-systemd.idle-timeout=60,comment=backup,\
+             port=20490,mountport=20490,mountproto=tcp,mountvers=3,noresvport",
+        )
+        .unwrap();
+        assert!(!o.exec && !o.suid && !o.dev);
+        assert_eq!((o.port, o.mount_port), (Some(20490), Some(20490)));
+        o.apply("exec,suid,dev").unwrap();
+        assert!(o.exec && o.suid && o.dev);
+
+        let url = rnfs_client::NfsUrl::parse("nfs://server/data").unwrap();
+        let with = o.url_with_ports(&url).unwrap();
+        assert_eq!((with.nfs_port, with.mount_port), (Some(20490), Some(20490)));
+        let url = rnfs_client::NfsUrl::parse("nfs://server:2049/data").unwrap();
+        assert_eq!(
+            o.url_with_ports(&url).unwrap_err().to_string(),
+            "mount option port=20490 disagrees with port 2049 in the URL"
+        );
+
+        let e = MountOptions::default().apply("rw,sync").unwrap_err();
+        assert!(matches!(e, OptionError::Unsupported { .. }), "{e}");
+        assert!(e.to_string().contains("fsync"), "{e}");
+        for bad in [
+            "noatime=1",
+            "port=0",
+            "port=70000",
+            "mountproto=udp",
+            "frobnicate",
+        ] {
+            assert!(MountOptions::default().apply(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -12,13 +12,22 @@ use rustix::mount::{MountFlags, UnmountFlags};
 
 const FUSECTL: &str = "/sys/fs/fuse/connections";
 
+/// The generic mount flags asked for (`ro`, `noexec`, `suid`, `dev`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VfsFlags {
+    pub(crate) read_only: bool,
+    pub(crate) exec: bool,
+    pub(crate) suid: bool,
+    pub(crate) dev: bool,
+}
+
 /// Mounts a FUSE file system of type `fuse.rnfs` on `mountpoint` with
 /// mount(2) (root only) and returns the `/dev/fuse` descriptor that serves
 /// it. `source` is what the mount table shows as the device.
 pub(crate) fn mount_fuse(
     mountpoint: &Path,
     source: &str,
-    read_only: bool,
+    vfs: VfsFlags,
     allow_other: bool,
 ) -> io::Result<OwnedFd> {
     let dev = OpenOptions::new()
@@ -35,9 +44,16 @@ pub(crate) fn mount_fuse(
     if allow_other {
         data.push_str(",allow_other");
     }
-    let mut flags = MountFlags::NOSUID | MountFlags::NODEV;
-    if read_only {
-        flags |= MountFlags::RDONLY;
+    let mut flags = MountFlags::empty();
+    for (set, flag) in [
+        (vfs.read_only, MountFlags::RDONLY),
+        (!vfs.exec, MountFlags::NOEXEC),
+        (!vfs.suid, MountFlags::NOSUID),
+        (!vfs.dev, MountFlags::NODEV),
+    ] {
+        if set {
+            flags |= flag;
+        }
     }
     let data = CString::new(data).map_err(io::Error::other)?;
     rustix::mount::mount(source, mountpoint, "fuse.rnfs", flags, data.as_c_str())?;

@@ -579,6 +579,37 @@ fn giving_up_on_a_server_that_is_gone_ends_a_hard_mount() {
     drop(f);
 }
 
+/// fstab's generic options: `noexec` is applied to the mount (programs on it
+/// cannot run), and the options an fstab line usually carries are accepted.
+#[test]
+fn noexec_and_fstab_options() {
+    if skip("noexec_and_fstab_options") {
+        return;
+    }
+    let script = b"#!/bin/sh\necho ran\n";
+    let t = TestMount::with_options("defaults,noatime,nofail,_netdev,x-systemd.automount,noexec");
+    fs::write(t.e("tool"), script).unwrap();
+    fs::set_permissions(t.e("tool"), fs::Permissions::from_mode(0o755)).unwrap();
+    let e = Command::new(t.m("tool")).output().unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mnt = t.mnt.to_str().unwrap();
+    let line = mountinfo
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(mnt))
+        .unwrap();
+    let options: Vec<&str> = line.split(' ').nth(5).unwrap().split(',').collect();
+    for want in ["noexec", "nosuid", "nodev"] {
+        assert!(options.contains(&want), "{want} missing: {line}");
+    }
+
+    let t = TestMount::new();
+    fs::write(t.e("tool"), script).unwrap();
+    fs::set_permissions(t.e("tool"), fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new(t.m("tool")).output().unwrap();
+    assert_eq!(out.stdout, b"ran\n");
+}
+
 #[test]
 fn read_only_and_noac_mounts() {
     if skip("read_only_and_noac_mounts") {

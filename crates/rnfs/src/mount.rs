@@ -65,7 +65,18 @@ Mount options (-o, comma-separated, as mount.nfs spells them):
   threads=N               threads serving FUSE requests (16)
   allow_other, noallow_other
                           let other users use the mount (default: when root)
-  vers=3, proto=tcp, sec=sys, nolock, defaults, _netdev, ...: accepted, no effect
+  exec, noexec            programs on the mount may run, or not (exec)
+  suid, nosuid, dev, nodev
+                          set-id bits and device files (nosuid,nodev, as FUSE;
+                          suid and dev only when root mounts)
+  port=P, mountport=P     the NFS and MOUNT ports, for a URL that names none
+  sync                    refused: writes are written back in the background,
+                          and fsync(2) or close(2) waits for them
+  vers=3, proto=tcp, mountproto=tcp, mountvers=3, sec=sys, nolock,
+  defaults, _netdev, nofail, auto, noauto, user, nouser, bg, fg, dirsync,
+  atime, noatime, relatime, strictatime, lazytime, nodiratime (the server
+  keeps access times), comment=..., x-systemd.* and other x-...:
+                          accepted (fstab lines), no effect
 
 Examples:
   rnfs mount nfs://server/export /mnt
