@@ -1000,3 +1000,86 @@ fn verbose_output_into_a_closed_pipe_does_not_panic() {
         assert!(s.path(&format!("w/f{i}")).exists(), "w/f{i}");
     }
 }
+
+/// As GNU cp and mv: a DEST ending in `/` that does not exist names a
+/// directory to make, never a file (a URL's path is normalized, so the
+/// slash must be read from what was typed).
+#[test]
+fn a_trailing_slash_names_a_directory() {
+    let s = Server::start("slash");
+    let local = TempDir::new("slash-local");
+    write(&s.path("f"), b"data", 0o644);
+    write(&local.path("f"), b"data", 0o644);
+    fs::create_dir(s.path("d")).unwrap();
+    std::os::unix::fs::symlink("f", s.path("lnk")).unwrap();
+    let lf = local.path("f");
+    let lf = lf.to_str().unwrap();
+
+    // A file to NFS (from NFS or local), and to a local path.
+    let not_dir = |cmd: &str, what: &str, dst: &str| {
+        format!("rnfs {cmd}: cannot create {what} '{dst}': Not a directory\n")
+    };
+    for src in [s.url("f"), lf.to_owned()] {
+        let dst = s.url("missing/");
+        let r = run(&["cp", &src, &dst]);
+        assert_eq!(
+            (r.code, r.err.as_str()),
+            (1, not_dir("cp", "regular file", &dst).as_str())
+        );
+        assert!(!s.path("missing").exists(), "cp {src} {dst} made a file");
+    }
+    let dst = format!("{}/", local.path("missing").display());
+    let r = run(&["cp", &s.url("f"), &dst]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (1, not_dir("cp", "regular file", &dst).as_str())
+    );
+    assert!(!local.path("missing").exists());
+
+    // A symbolic link (-r copies it as a link): symlink(2)'s ENOENT.
+    let dst = s.url("missing/");
+    let r = run(&["cp", "-r", &s.url("lnk"), &dst]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (
+            1,
+            format!("rnfs cp: cannot create symbolic link '{dst}': No such file or directory\n")
+                .as_str()
+        )
+    );
+    assert!(fs::symlink_metadata(s.path("missing")).is_err());
+
+    // An existing file is not a directory either: left as it is.
+    let dst = s.url("f/");
+    let r = run(&["cp", lf, &dst]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (
+            1,
+            format!("rnfs cp: cannot stat '{dst}': Not a directory\n").as_str()
+        )
+    );
+
+    // mv, as rename(2) refuses it.
+    let dst = s.url("missing/");
+    let r = run(&["mv", &s.url("f"), &dst]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (
+            1,
+            format!(
+                "rnfs mv: cannot move '{}' to '{dst}': Not a directory\n",
+                s.url("f")
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(fs::read(s.path("f")).unwrap(), b"data");
+    assert!(!s.path("missing").exists());
+
+    // A directory is made there.
+    ok(&["cp", "-r", &s.url("d"), &s.url("newdir/")]);
+    assert!(s.path("newdir").is_dir());
+    ok(&["mv", &s.url("newdir"), &s.url("moved/")]);
+    assert!(s.path("moved").is_dir());
+}

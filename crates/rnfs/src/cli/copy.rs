@@ -643,6 +643,16 @@ impl Copier<'_> {
         };
         match dest_obj {
             Some(o) if o.meta.kind == Kind::Dir => Some(Dest::Into(Box::new(o))),
+            // A URL's trailing `/` is not in its normalized path: what
+            // stat(2) says of a local `file/`.
+            Some(_) if dest.trailing_slash() => {
+                self.fail(format_args!(
+                    "cannot stat '{}': {}",
+                    dest.text(),
+                    Error::Errno(Errno::ENOTDIR as i32)
+                ));
+                None
+            }
             _ if srcs.len() > 1 || must_be_dir => {
                 self.fail(format_args!("target '{}' is not a directory", dest.text()));
                 None
@@ -906,6 +916,13 @@ impl Copier<'_> {
         let (mut writer, node) = match job.dst.create(job.existing.as_ref(), mode, budget) {
             Ok(w) => w,
             Err(e) => {
+                // open(2) of a missing `name/` with O_CREAT fails EISDIR;
+                // GNU cp tells it as ENOTDIR, the name not being one.
+                let e = if e.errno() == Errno::EISDIR as i32 && dst.ends_with('/') {
+                    Error::Errno(Errno::ENOTDIR as i32)
+                } else {
+                    e
+                };
                 self.fail(format_args!("cannot create regular file '{dst}': {e}"));
                 return false;
             }
@@ -1185,6 +1202,15 @@ pub(crate) fn run_cp(ctx: &Ctx, args: &CpArgs) {
                 continue;
             }
         };
+        if let Some(e) = slash_refuses(&dest, &place, obj.meta.kind) {
+            let what = if obj.meta.kind == Kind::Symlink {
+                "symbolic link"
+            } else {
+                "regular file"
+            };
+            copier.fail(format_args!("cannot create {what} '{shown}': {e}"));
+            continue;
+        }
         if obj.meta.kind == Kind::Dir && args.recursive && inside(&obj.node, &place) {
             copier.fail(format_args!(
                 "cannot copy a directory, '{}', into itself, '{shown}'",
@@ -1195,6 +1221,24 @@ pub(crate) fn run_cp(ctx: &Ctx, args: &CpArgs) {
         copier.walk(&obj, &place, &shown, &mut plan);
     }
     copier.execute(plan);
+}
+
+/// Why a `src` of `kind` cannot be created at `place`, named by a missing
+/// DEST with a trailing `/`: only a directory can be, as the kernel decides
+/// for a local path (open(2) then fails EISDIR, told as GNU cp tells it:
+/// ENOTDIR). A URL's path is normalized, so the server would create a file
+/// where the user asked for a directory.
+fn slash_refuses(dest: &Dest, place: &Place, kind: Kind) -> Option<Error> {
+    let Dest::As(arg) = dest else { return None };
+    if !arg.trailing_slash() || matches!(place, Place::Local(_)) {
+        return None;
+    }
+    match kind {
+        Kind::File => Some(Error::Errno(Errno::ENOTDIR as i32)),
+        // symlink(2) fails so on a name ending in `/`.
+        Kind::Symlink => Some(Error::Errno(Errno::ENOENT as i32)),
+        Kind::Dir | Kind::Other => None,
+    }
 }
 
 fn dest_text(dest: &Dest) -> String {
@@ -1240,6 +1284,17 @@ pub(crate) fn run_mv(ctx: &Ctx, args: &MvArgs) {
                 continue;
             }
         };
+        // rename(2) refuses a non-directory to a name ending in `/`.
+        if let (Dest::As(arg), false) = (&dest, obj.meta.kind == Kind::Dir) {
+            if arg.trailing_slash() {
+                copier.fail(format_args!(
+                    "cannot move '{}' to '{shown}': {}",
+                    obj.shown,
+                    Error::Errno(Errno::ENOTDIR as i32)
+                ));
+                continue;
+            }
+        }
         match rename(&obj, &place) {
             Ok(()) => {
                 if args.verbose {

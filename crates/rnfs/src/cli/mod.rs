@@ -156,6 +156,20 @@ impl PathArg {
             Self::Local(p) => p.display().to_string(),
         }
     }
+
+    /// Whether the operand ends in `/`: it names a directory, and a
+    /// non-directory cannot be created at it (a URL's path is normalized,
+    /// so this is read from what was typed).
+    fn trailing_slash(&self) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        match self {
+            Self::Nfs(u) => {
+                let path = u.text.split_once('?').map_or(u.text.as_str(), |(p, _)| p);
+                path.ends_with('/')
+            }
+            Self::Local(p) => p.as_os_str().as_bytes().ends_with(b"/"),
+        }
+    }
 }
 
 /// clap's parser for operands that may be local: `nfs://...` is a URL,
@@ -286,5 +300,11 @@ mod tests {
         assert!(matches!(parse_path_arg("/tmp/x"), Ok(PathArg::Local(_))));
         assert!(parse_path_arg("http://h/x").is_err());
         assert!(parse_path_arg("nfs:/h").is_err());
+        let slash = |s: &str| parse_path_arg(s).map(|a| a.trailing_slash()).ok();
+        assert_eq!(slash("nfs://h/e/x/"), Some(true));
+        assert_eq!(slash("nfs://h/e/x/?mountport=1"), Some(true));
+        assert_eq!(slash("nfs://h/e/x?mountport=1"), Some(false));
+        assert_eq!(slash("dir/"), Some(true));
+        assert_eq!(slash("dir"), Some(false));
     }
 }
