@@ -1083,3 +1083,64 @@ fn a_trailing_slash_names_a_directory() {
     ok(&["mv", &s.url("newdir"), &s.url("moved/")]);
     assert!(s.path("moved").is_dir());
 }
+
+/// Names are the server's bytes: on a terminal (as GNU ls, whose default
+/// there is -q) no control character in them reaches it, so a hostile
+/// server cannot drive the terminal; -q and --show-control-chars choose.
+#[test]
+fn ls_hides_control_characters_from_terminals() {
+    use std::os::unix::ffi::OsStrExt;
+    let s = Server::start("lsctl");
+    let name = |n: &[u8]| s.export.0.join(std::ffi::OsStr::from_bytes(n));
+    write(&name(b"a\x1b[2Jb"), b"", 0o644);
+    write(&name(b"tab\tname"), b"", 0o644);
+    write(&name(b"bad\xff"), b"", 0o644);
+    fs::create_dir(name(b"d\x1bx")).unwrap();
+    write(&name(b"d\x1bx/in"), b"", 0o644);
+    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(b"t\x1b[0m"), name(b"lnk")).unwrap();
+
+    // Not a terminal: as they are (invalid UTF-8 replaced).
+    let raw = "a\x1b[2Jb\nbad\u{fffd}\nd\x1bx\nlnk\ntab\tname\n";
+    assert_eq!(ok(&["ls", &s.url("")]), raw);
+    let hidden = "a?[2Jb\nbad?\nd?x\nlnk\ntab?name\n";
+    assert_eq!(ok(&["ls", "-q", &s.url("")]), hidden);
+    assert_eq!(ok(&["ls", "--hide-control-chars", &s.url("")]), hidden);
+    // The last of -q and --show-control-chars wins.
+    assert_eq!(ok(&["ls", "-q", "--show-control-chars", &s.url("")]), raw);
+    assert_eq!(
+        ok(&["ls", "--show-control-chars", "-1q", &s.url("")]),
+        hidden
+    );
+    // Link targets and -R's headers too.
+    let out = ok(&["ls", "-lq", &s.url("lnk")]);
+    assert!(out.ends_with(" -> t?[0m\n"), "{out:?}");
+    let out = ok(&["ls", "-Rq", &s.url("")]);
+    assert!(
+        out.contains(&format!("\n{}/d?x:\nin\n", s.url(""))),
+        "{out:?}"
+    );
+    assert!(!out.contains('\x1b'), "{out:?}");
+
+    // On a terminal (a pseudo-terminal from script(1), where there is one).
+    let script = std::process::Command::new("script")
+        .env("TZ", "UTC")
+        .env("COLUMNS", "200")
+        .args(["-qec"])
+        .arg(format!(
+            "'{}' ls '{}'",
+            env!("CARGO_BIN_EXE_rnfs"),
+            s.url("")
+        ))
+        .arg("/dev/null")
+        .stdin(Stdio::null())
+        .output();
+    match script {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("a?[2Jb"), "{text:?}");
+            assert!(text.contains("tab?name"), "{text:?}");
+            assert!(!text.contains('\x1b'), "{text:?}");
+        }
+        other => println!("SKIP: no pseudo-terminal through script(1): {other:?}"),
+    }
+}

@@ -1,5 +1,6 @@
 //! How coreutils prints modes, times, sizes and device numbers.
 
+use std::borrow::Cow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Local, TimeZone};
@@ -109,6 +110,33 @@ pub(crate) fn human(n: u64) -> String {
     format!("{}E", n.div_ceil(base))
 }
 
+/// A name (bytes from the server, not necessarily UTF-8) as ls prints it.
+/// With `hide` (GNU ls's `-q`, its default on a terminal) each control
+/// character (C0, DEL, C1: ESC and CSI among them, which a terminal would
+/// obey) and each byte that is not UTF-8 is printed as `?`; without,
+/// invalid UTF-8 is replaced by U+FFFD and the rest printed as it is.
+pub(crate) fn ls_name(name: &[u8], hide: bool) -> Cow<'_, str> {
+    if !hide {
+        return String::from_utf8_lossy(name);
+    }
+    let clean = |s: &str| !s.chars().any(char::is_control);
+    match std::str::from_utf8(name) {
+        Ok(s) if clean(s) => return Cow::Borrowed(s),
+        _ => {}
+    }
+    let mut out = String::with_capacity(name.len());
+    for chunk in name.utf8_chunks() {
+        out.extend(
+            chunk
+                .valid()
+                .chars()
+                .map(|c| if c.is_control() { '?' } else { c }),
+        );
+        out.extend(std::iter::repeat_n('?', chunk.invalid().len()));
+    }
+    Cow::Owned(out)
+}
+
 /// A Linux `dev_t` (or NFS fsid) as (major, minor), glibc's `gnu_dev_major/minor`.
 pub(crate) fn dev_split(dev: u64) -> (u64, u64) {
     let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
@@ -176,6 +204,23 @@ mod tests {
         assert_eq!(o.len(), 12, "{o}");
         assert!(o.ends_with(" 2023"), "{o}");
         assert!(ls_time(future, now).ends_with(" 2023"));
+    }
+
+    #[test]
+    fn ls_names_hide_control_characters() {
+        // What a hostile server could name a file to drive a terminal.
+        let evil = b"a\x1b]0;owned\x07b\x1b[2Jc\r\n\t\x7f\xc2\x9bd";
+        assert_eq!(ls_name(evil, true), "a?]0;owned?b?[2Jc?????d");
+        assert_eq!(ls_name(b"bad\xff\xfe", true), "bad??");
+        assert_eq!(
+            ls_name("caf\u{e9} \u{1f600}".as_bytes(), true),
+            "caf\u{e9} \u{1f600}"
+        );
+        assert!(matches!(ls_name(b"plain", true), Cow::Borrowed("plain")));
+        // Shown as they are (GNU's --show-control-chars), invalid UTF-8
+        // replaced.
+        assert_eq!(ls_name(b"a\x1b[2Jb", false), "a\x1b[2Jb");
+        assert_eq!(ls_name(b"bad\xff", false), "bad\u{fffd}");
     }
 
     #[test]

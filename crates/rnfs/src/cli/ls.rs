@@ -8,8 +8,8 @@ use clap::{ArgAction, Args};
 use rnfs_client::Session;
 use rnfs_nfs3::{Fattr3, FileHandle, Ftype3};
 
-use super::format::{human, ls_time, mode_string};
-use super::remote::{child_shown, read_dir, Resolved};
+use super::format::{human, ls_name, ls_time, mode_string};
+use super::remote::{read_dir, Resolved};
 use super::{ConnArgs, Ctx, UrlArg};
 
 pub(crate) const ABOUT: &str = concat!(
@@ -21,7 +21,11 @@ pub(crate) const ABOUT: &str = concat!(
      carries no names), the size, the modification time (\"Mon DD HH:MM\" within \
      the last six months, \"Mon DD  YYYY\" otherwise) and the name, with \
      \"-> TARGET\" for a symbolic link; a directory's listing starts with its \
-     total size in 1 KiB blocks.
+     total size in 1 KiB blocks. Names (and link targets) are the server's \
+     bytes: on a terminal each control character in them, and each byte that \
+     is not UTF-8, is printed as '?' (-q), so that no name can drive the \
+     terminal; elsewhere they are printed as they are (--show-control-chars), \
+     with U+FFFD for bytes that are not UTF-8.
 
 Exit status: 0 if OK, 1 if minor problems (e.g. cannot open a subdirectory), 2 if \
      serious trouble (e.g. cannot access a command-line argument).",
@@ -72,6 +76,21 @@ pub(crate) struct LsArgs {
     #[arg(short = '1')]
     one_per_line: bool,
 
+    /// Print '?' instead of control characters and bytes that are not
+    /// UTF-8 in names [default when standard output is a terminal].
+    #[arg(
+        short = 'q',
+        long = "hide-control-chars",
+        overrides_with = "show_control_chars"
+    )]
+    hide_control_chars: bool,
+
+    /// Print names as they are, control characters included (bytes that
+    /// are not UTF-8 as U+FFFD) [default when standard output is not a
+    /// terminal].
+    #[arg(long = "show-control-chars", overrides_with = "hide_control_chars")]
+    show_control_chars: bool,
+
     /// Print help.
     #[arg(long, action = ArgAction::Help)]
     help: Option<bool>,
@@ -80,19 +99,36 @@ pub(crate) struct LsArgs {
     pub(crate) conn: ConnArgs,
 }
 
+impl LsArgs {
+    /// Whether names are printed with control characters as `?` (-q): as
+    /// GNU ls, the last of -q and --show-control-chars, else whether
+    /// standard output is a terminal.
+    fn hide_control_chars(&self, tty: bool) -> bool {
+        if self.hide_control_chars {
+            true
+        } else if self.show_control_chars {
+            false
+        } else {
+            tty
+        }
+    }
+}
+
 /// One name to print.
 #[derive(Debug)]
 struct Item {
-    name: String,
+    /// As the server sent it (or the URL as typed).
+    name: Vec<u8>,
     attr: Fattr3,
     /// A symbolic link's target, for -l.
-    link: Option<String>,
+    link: Option<Vec<u8>>,
 }
 
 /// A directory to list.
 #[derive(Debug)]
 struct Dir {
-    shown: String,
+    /// The URL as typed, then `/NAME` for each level below it.
+    shown: Vec<u8>,
     session: Arc<Session>,
     fh: FileHandle,
     attr: Fattr3,
@@ -103,6 +139,8 @@ struct Lister<'a> {
     args: &'a LsArgs,
     out: BufWriter<StdoutLock<'static>>,
     tty: bool,
+    /// Control characters in names are printed as `?`.
+    hide: bool,
     now: SystemTime,
     /// Something was printed: the next directory header needs a blank line.
     printed: bool,
@@ -111,10 +149,12 @@ struct Lister<'a> {
 /// Lists every URL; the exit status is raised on failures.
 pub(crate) fn run(ctx: &Ctx, args: &LsArgs) {
     let stdout = io::stdout();
+    let tty = stdout.is_terminal();
     let mut ls = Lister {
         ctx,
         args,
-        tty: stdout.is_terminal(),
+        tty,
+        hide: args.hide_control_chars(tty),
         out: BufWriter::new(stdout.lock()),
         now: SystemTime::now(),
         printed: false,
@@ -141,17 +181,17 @@ pub(crate) fn run(ctx: &Ctx, args: &LsArgs) {
         };
         if res.attr.ftype == Ftype3::Dir && !args.directory {
             dirs.push(Dir {
-                shown: arg.text.clone(),
+                shown: arg.text.clone().into_bytes(),
                 session: Arc::clone(&target.session),
                 fh: res.fh,
                 attr: res.attr,
             });
         } else {
-            files.push(ls.item(&target.session, arg.text.clone(), res));
+            files.push(ls.item(&target.session, arg.text.clone().into_bytes(), res));
         }
     }
-    files.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-    dirs.sort_by(|a, b| a.shown.as_bytes().cmp(b.shown.as_bytes()));
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    dirs.sort_by(|a, b| a.shown.cmp(&b.shown));
     if !files.is_empty() {
         ls.print(&files, None);
         ls.printed = true;
@@ -175,11 +215,10 @@ impl Lister<'_> {
         self.ctx.fail(code, msg);
     }
 
-    fn item(&self, session: &Session, name: String, res: Resolved) -> Item {
+    fn item(&self, session: &Session, name: Vec<u8>, res: Resolved) -> Item {
         let link = (self.args.long && res.attr.ftype == Ftype3::Lnk)
             .then(|| session.nfs().readlink(&res.fh).ok())
-            .flatten()
-            .map(|t| String::from_utf8_lossy(&t).into_owned());
+            .flatten();
         Item {
             name,
             attr: res.attr,
@@ -191,7 +230,8 @@ impl Lister<'_> {
     fn list(&mut self, dir: &Dir, header: bool, top: bool) {
         if header {
             let blank = if self.printed { "\n" } else { "" };
-            self.write(format_args!("{blank}{}:\n", dir.shown));
+            let shown = ls_name(&dir.shown, self.hide);
+            self.write(format_args!("{blank}{shown}:\n"));
             self.printed = true;
         }
         let entries = match read_dir(&dir.session, &dir.fh) {
@@ -200,7 +240,8 @@ impl Lister<'_> {
                 let code = if top { 2 } else { 1 };
                 self.fail(
                     code,
-                    format_args!("cannot open directory '{}': {e}", dir.shown),
+                    // A terminal's, in all likelihood: never raw.
+                    format_args!("cannot open directory '{}': {e}", ls_name(&dir.shown, true)),
                 );
                 return;
             }
@@ -210,13 +251,13 @@ impl Lister<'_> {
         let mut subdirs = Vec::new();
         if self.args.all {
             items.push(Item {
-                name: ".".into(),
+                name: b".".to_vec(),
                 attr: dir.attr,
                 link: None,
             });
             if let Ok((_, Some(attr))) = dir.session.nfs().lookup(&dir.fh, b"..") {
                 items.push(Item {
-                    name: "..".into(),
+                    name: b"..".to_vec(),
                     attr,
                     link: None,
                 });
@@ -226,10 +267,15 @@ impl Lister<'_> {
             if !show_hidden && e.name.first() == Some(&b'.') {
                 continue;
             }
-            let name = e.name_str();
             if self.args.recursive && e.attr.ftype == Ftype3::Dir {
+                let mut shown = dir.shown.clone();
+                while shown.last() == Some(&b'/') {
+                    shown.pop();
+                }
+                shown.push(b'/');
+                shown.extend_from_slice(&e.name);
                 subdirs.push(Dir {
-                    shown: child_shown(&dir.shown, &e.name),
+                    shown,
                     session: Arc::clone(&dir.session),
                     fh: e.fh,
                     attr: e.attr,
@@ -237,18 +283,18 @@ impl Lister<'_> {
             }
             items.push(self.item(
                 &dir.session,
-                name,
+                e.name,
                 Resolved {
                     fh: e.fh,
                     attr: e.attr,
                 },
             ));
         }
-        items.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        items.sort_by(|a, b| a.name.cmp(&b.name));
         let blocks: u64 = items.iter().map(|i| i.attr.used.div_ceil(512)).sum();
         self.print(&items, Some(blocks));
         self.printed = true;
-        subdirs.sort_by(|a, b| a.shown.as_bytes().cmp(b.shown.as_bytes()));
+        subdirs.sort_by(|a, b| a.shown.cmp(&b.shown));
         for sub in subdirs {
             if self.ctx.stdout_closed() {
                 return;
@@ -271,12 +317,14 @@ impl Lister<'_> {
         if self.args.long {
             self.print_long(items, blocks);
         } else if self.tty && !self.args.one_per_line {
-            let names: Vec<&str> = items.iter().map(|i| i.name.as_str()).collect();
+            let names: Vec<_> = items.iter().map(|i| ls_name(&i.name, self.hide)).collect();
+            let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
             let text = columns(&names, terminal_width());
             self.write(format_args!("{text}"));
         } else {
             for i in items {
-                self.write(format_args!("{}\n", i.name));
+                let name = ls_name(&i.name, self.hide);
+                self.write(format_args!("{name}\n"));
             }
         }
     }
@@ -321,10 +369,13 @@ impl Lister<'_> {
                 a.uid,
                 a.gid,
                 ls_time(a.mtime, self.now),
-                item.name,
+                ls_name(&item.name, self.hide),
             );
             match &item.link {
-                Some(t) => self.write(format_args!("{line} -> {t}\n")),
+                Some(t) => {
+                    let t = ls_name(t, self.hide);
+                    self.write(format_args!("{line} -> {t}\n"));
+                }
                 None => self.write(format_args!("{line}\n")),
             }
         }
@@ -400,5 +451,29 @@ mod tests {
         assert_eq!(columns(&names, 12), "a    d\nbb   eeeee\nccc\n");
         assert_eq!(columns(&names, 3), "a\nbb\nccc\nd\neeeee\n");
         assert_eq!(columns(&[], 80), "");
+    }
+
+    #[test]
+    fn control_chars_are_hidden_on_a_terminal_unless_asked() {
+        #[derive(clap::Parser)]
+        #[command(disable_help_flag = true)]
+        struct Cmd {
+            #[command(flatten)]
+            ls: LsArgs,
+        }
+        let hide = |flags: &[&str], tty: bool| {
+            let argv = [&["ls"][..], flags, &["nfs://h/e"]].concat();
+            <Cmd as clap::Parser>::try_parse_from(argv)
+                .map(|c| c.ls.hide_control_chars(tty))
+                .ok()
+        };
+        assert_eq!(hide(&[], true), Some(true));
+        assert_eq!(hide(&[], false), Some(false));
+        assert_eq!(hide(&["-q"], false), Some(true));
+        assert_eq!(hide(&["--hide-control-chars"], false), Some(true));
+        assert_eq!(hide(&["--show-control-chars"], true), Some(false));
+        // The last one given wins, as in GNU ls.
+        assert_eq!(hide(&["-q", "--show-control-chars"], true), Some(false));
+        assert_eq!(hide(&["--show-control-chars", "-lq"], false), Some(true));
     }
 }
