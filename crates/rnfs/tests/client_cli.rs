@@ -1144,3 +1144,83 @@ fn ls_hides_control_characters_from_terminals() {
         other => println!("SKIP: no pseudo-terminal through script(1): {other:?}"),
     }
 }
+
+/// As GNU cp -p: a copy whose owner and group cannot be made the source's
+/// loses the set-uid and set-gid bits (and a file its sticky bit), lest a
+/// set-uid program come to run as whoever the copy belongs to; one whose
+/// owner is kept keeps them.
+#[test]
+fn cp_p_drops_set_id_bits_when_the_owner_is_not_kept() {
+    use std::os::unix::fs::chown;
+    if fs::metadata("/proc/self").unwrap().uid() != 0 {
+        println!("SKIP: needs root, to act as other users");
+        return;
+    }
+    let s = Server::start("setid");
+    fs::set_permissions(&s.export.0, fs::Permissions::from_mode(0o1777)).unwrap();
+    let local = TempDir::new("setid-local");
+    write(&local.path("root"), b"#!/bin/sh\n", 0o6755);
+    write(&local.path("theirs"), b"#!/bin/sh\n", 0o6755);
+    chown(local.path("theirs"), Some(4242), Some(4343)).unwrap();
+    fs::set_permissions(local.path("theirs"), fs::Permissions::from_mode(0o6755)).unwrap();
+    fs::create_dir(local.path("dir")).unwrap();
+    fs::set_permissions(local.path("dir"), fs::Permissions::from_mode(0o3777)).unwrap();
+    let ids = ["--uid", "4242", "--gid", "4343"];
+    let mode = |p: PathBuf| {
+        let m = fs::metadata(p).unwrap();
+        (m.uid(), m.gid(), m.mode() & 0o7777)
+    };
+
+    // Calling as 4242: root's file and directory become 4242's.
+    let src = local.path("root");
+    ok(&[
+        &["cp", "-p"][..],
+        &ids,
+        &[src.to_str().unwrap(), &s.url("f")],
+    ]
+    .concat());
+    assert_eq!(mode(s.path("f")), (4242, 4343, 0o755));
+    let src = local.path("dir");
+    ok(&[
+        &["cp", "-rp"][..],
+        &ids,
+        &[src.to_str().unwrap(), &s.url("d")],
+    ]
+    .concat());
+    assert_eq!(mode(s.path("d")), (4242, 4343, 0o1777));
+    // 4242's own file keeps them.
+    let src = local.path("theirs");
+    ok(&[
+        &["cp", "-p"][..],
+        &ids,
+        &[src.to_str().unwrap(), &s.url("t")],
+    ]
+    .concat());
+    assert_eq!(mode(s.path("t")), (4242, 4343, 0o6755));
+    // As root the owner is set, and the bits kept.
+    let src = local.path("root");
+    ok(&["cp", "-p", src.to_str().unwrap(), &s.url("r")]);
+    assert_eq!(mode(s.path("r")), (0, 0, 0o6755));
+
+    // A local copy made by another user (where setpriv(1) can run as one).
+    let out = TempDir::new("setid-out");
+    fs::set_permissions(&out.0, fs::Permissions::from_mode(0o777)).unwrap();
+    let dst = out.path("f");
+    let as_4242 = || {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=4242", "--regid=4343", "--clear-groups"]);
+        c
+    };
+    if !as_4242().arg("true").status().is_ok_and(|s| s.success()) {
+        println!("SKIP: setpriv(1) cannot run as another user here");
+        return;
+    }
+    let r = as_4242()
+        .arg(env!("CARGO_BIN_EXE_rnfs"))
+        .args(["cp", "-p", &s.url("r"), dst.to_str().unwrap()])
+        .env("TZ", "UTC")
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(mode(dst), (4242, 4343, 0o755));
+}

@@ -33,9 +33,11 @@ pub(crate) const CP_ABOUT: &str = concat!(
      NFS (between exports or servers). As GNU cp: a directory is copied only \
      with -r, into DEST if DEST does not exist, else into DEST/NAME; existing \
      files are overwritten, keeping their mode; new files get the source's mode \
-     less the umask, and with -p the source's exact mode and times (and owner, \
-     when calling as root). With -r symbolic links are copied as links; without \
-     it they are followed. Device files, sockets and FIFOs are skipped.
+     less the umask, and with -p the source's exact mode and times, and its \
+     owner and group where they may be set (as root); where they are not, the \
+     set-uid and set-gid bits are dropped (and a file's sticky bit). With -r \
+     symbolic links are copied as links; without it they are followed. Device \
+     files, sockets and FIFOs are skipped.
 
 Regular files are copied -j at a time (4 by default), each with reads and \
      writes kept in flight; NFS writes are UNSTABLE and committed when the file \
@@ -94,7 +96,8 @@ pub(crate) struct CpArgs {
     #[arg(short = 'r', short_alias = 'R', long = "recursive")]
     recursive: bool,
 
-    /// Preserve mode and times (and owner, when calling as root).
+    /// Preserve mode and times, and owner and group where they may be set
+    /// (as root; else set-uid and set-gid bits are dropped).
     #[arg(short = 'p')]
     preserve: bool,
 
@@ -433,13 +436,14 @@ impl Place {
     }
 
     /// Opens the regular file at this name for writing from its start:
-    /// `existing` truncated, else created with `mode`.
+    /// `existing` truncated, else created with `mode`. Also its owner and
+    /// group, where known.
     fn create(
         &self,
         existing: Option<&Obj>,
         mode: u32,
         budget: &Arc<DirtyBudget>,
-    ) -> Result<(Writer, Node), Error> {
+    ) -> Result<(Writer, Node, Option<Owner>), Error> {
         match self {
             Self::Local(p) => {
                 let path = match existing {
@@ -455,7 +459,8 @@ impl Place {
                     .truncate(true)
                     .mode(mode)
                     .open(&path)?;
-                Ok((Writer::Local(f), Node::Local(path)))
+                let owner = f.metadata().ok().map(|m| (m.uid(), m.gid()));
+                Ok((Writer::Local(f), Node::Local(path), owner))
             }
             Self::Nfs { dir, dir_fh, name } => {
                 let nfs = dir.session.nfs();
@@ -496,7 +501,12 @@ impl Place {
                     None => nfs.getattr(&fh)?,
                 };
                 let file = open_nfs(&target.session, fh, &attr, budget);
-                Ok((Writer::Nfs(Box::new(file), 0), Node::Nfs { target, fh }))
+                let owner = Some((attr.uid, attr.gid));
+                Ok((
+                    Writer::Nfs(Box::new(file), 0),
+                    Node::Nfs { target, fh },
+                    owner,
+                ))
             }
         }
     }
@@ -519,6 +529,25 @@ struct DirFix {
     shown: String,
     src: Meta,
     new: bool,
+    /// An existing directory's owner and group.
+    owner: Option<Owner>,
+}
+
+/// A user and group id.
+type Owner = (u32, u32);
+
+/// The mode -p gives a copy of `src`: the source's, but when the copy's
+/// owner and group could not be made the source's, without the set-uid
+/// and set-gid bits (and, on a non-directory, the sticky bit), as GNU cp
+/// does: a set-uid program must not come to run as whoever the copy
+/// belongs to.
+fn preserved_mode(src: &Meta, owner_kept: bool) -> u32 {
+    let mode = src.mode & 0o7777;
+    match (owner_kept, src.kind) {
+        (true, _) => mode,
+        (false, Kind::Dir) => mode & !0o6000,
+        (false, _) => mode & !0o7000,
+    }
 }
 
 #[derive(Debug, Default)]
@@ -749,8 +778,8 @@ impl Copier<'_> {
             ));
             return false;
         }
-        let (node, new) = match existing {
-            Some(e) if e.meta.kind == Kind::Dir => (e.node, false),
+        let (node, new, owner) = match existing {
+            Some(e) if e.meta.kind == Kind::Dir => (e.node, false, Some((e.meta.uid, e.meta.gid))),
             Some(_) => {
                 self.fail(format_args!(
                     "cannot overwrite non-directory '{dst_shown}' with directory '{}'",
@@ -760,7 +789,7 @@ impl Copier<'_> {
             }
             // Writable by us until its contents are in; the mode is set last.
             None => match dst.mkdir((src.meta.mode & 0o777) | 0o700) {
-                Ok(node) => (node, true),
+                Ok(node) => (node, true, None),
                 Err(e) => {
                     self.fail(format_args!("cannot create directory '{dst_shown}': {e}"));
                     return false;
@@ -789,6 +818,7 @@ impl Copier<'_> {
             shown: dst_shown.to_owned(),
             src: src.meta,
             new,
+            owner,
         });
         ok
     }
@@ -912,8 +942,9 @@ impl Copier<'_> {
                 Reader::Nfs(Box::new(open_nfs(&target.session, *fh, &attr, budget)), 0)
             }
         };
-        let mode = self.new_file_mode(&src.meta);
-        let (mut writer, node) = match job.dst.create(job.existing.as_ref(), mode, budget) {
+        // The set-uid, set-gid and sticky bits come last, with the owner.
+        let mode = self.new_file_mode(&src.meta) & 0o777;
+        let (mut writer, node, owner) = match job.dst.create(job.existing.as_ref(), mode, budget) {
             Ok(w) => w,
             Err(e) => {
                 // open(2) of a missing `name/` with O_CREAT fails EISDIR;
@@ -968,20 +999,30 @@ impl Copier<'_> {
             bar.suspend(|| self.ctx.say(format_args!("'{}' -> '{dst}'", src.shown)));
         }
         if self.preserve {
-            return self.set_attrs(&node, dst, &src.meta, true);
+            return self.set_attrs(&node, dst, &src.meta, true, owner);
         }
         true
     }
 
-    /// Sets the mode of `node`, and with -p its times and (as root) owner;
-    /// `times_done` when a local file's times were set through its writer.
-    fn set_attrs(&self, node: &Node, shown: &str, src: &Meta, times_done: bool) -> bool {
-        let mode = self.new_file_mode(src);
+    /// Sets the mode of `node`, and with -p its owner (where it may be
+    /// set), its times and the source's mode (see [`preserved_mode`]);
+    /// `times_done` when a local file's times were set through its writer,
+    /// `owner` the copy's owner and group where known.
+    fn set_attrs(
+        &self,
+        node: &Node,
+        shown: &str,
+        src: &Meta,
+        times_done: bool,
+        owner: Option<Owner>,
+    ) -> bool {
         match node {
             Node::Local(p) => {
-                if self.preserve && rustix::process::geteuid().is_root() {
-                    let _ = std::os::unix::fs::chown(p, Some(src.uid), Some(src.gid));
-                }
+                let mode = if self.preserve {
+                    preserved_mode(src, set_owner_local(p, src, owner))
+                } else {
+                    self.new_file_mode(src)
+                };
                 if self.preserve && !times_done {
                     let times = FileTimes::new()
                         .set_accessed(src.atime)
@@ -1005,14 +1046,11 @@ impl Copier<'_> {
             }
             Node::Nfs { target, fh } => {
                 let nfs = target.session.nfs();
-                if self.preserve && nfs.credential().uid == 0 {
-                    let owner = Sattr3 {
-                        uid: Some(src.uid),
-                        gid: Some(src.gid),
-                        ..Sattr3::default()
-                    };
-                    let _ = nfs.setattr(fh, &owner, None);
-                }
+                let mode = if self.preserve {
+                    preserved_mode(src, set_owner_nfs(nfs, fh, src, owner))
+                } else {
+                    self.new_file_mode(src)
+                };
                 let client_time = |t: SystemTime| {
                     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
                     SetTime::SetToClientTime(Nfstime3 {
@@ -1045,8 +1083,67 @@ impl Copier<'_> {
         if !dir.new && !self.preserve {
             return true;
         }
-        self.set_attrs(&dir.node, &dir.shown, &dir.src, false)
+        self.set_attrs(&dir.node, &dir.shown, &dir.src, false, dir.owner)
     }
+}
+
+/// Gives the local copy `p` the owner and group of `src`, as GNU cp -p:
+/// tried whatever our uid (the group alone may then be set), failures
+/// ignored. Whether the copy has both.
+fn set_owner_local(p: &Path, src: &Meta, owner: Option<Owner>) -> bool {
+    use std::os::unix::fs::chown;
+    let owner = match owner {
+        Some(o) => o,
+        None => match fs::metadata(p) {
+            Ok(m) => (m.uid(), m.gid()),
+            Err(_) => return false,
+        },
+    };
+    if owner == (src.uid, src.gid) {
+        return true;
+    }
+    if chown(p, Some(src.uid), Some(src.gid)).is_ok() {
+        return true;
+    }
+    if owner.1 != src.gid {
+        let _ = chown(p, None, Some(src.gid));
+    }
+    false
+}
+
+/// [`set_owner_local`] for the NFS copy `fh`.
+fn set_owner_nfs(
+    nfs: &rnfs_client::NfsClient,
+    fh: &FileHandle,
+    src: &Meta,
+    owner: Option<Owner>,
+) -> bool {
+    let owner = match owner {
+        Some(o) => o,
+        None => match nfs.getattr(fh) {
+            Ok(a) => (a.uid, a.gid),
+            Err(_) => return false,
+        },
+    };
+    if owner == (src.uid, src.gid) {
+        return true;
+    }
+    let both = Sattr3 {
+        uid: Some(src.uid),
+        gid: Some(src.gid),
+        ..Sattr3::default()
+    };
+    if nfs.setattr(fh, &both, None).is_ok() {
+        return true;
+    }
+    if owner.1 != src.gid {
+        let group = Sattr3 {
+            gid: Some(src.gid),
+            ..Sattr3::default()
+        };
+        let _ = nfs.setattr(fh, &group, None);
+    }
+    false
 }
 
 /// Where cp/mv sends the sources.
@@ -1446,4 +1543,34 @@ fn remove_nfs(
         session.nfs().remove(&dir.fh, name.as_bytes())?;
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(kind: Kind, mode: u32) -> Meta {
+        Meta {
+            kind,
+            mode,
+            size: 0,
+            uid: 0,
+            gid: 0,
+            atime: UNIX_EPOCH,
+            mtime: UNIX_EPOCH,
+            id: (0, 0),
+        }
+    }
+
+    #[test]
+    fn set_id_bits_are_kept_only_with_the_owner() {
+        let file = meta(Kind::File, 0o7755);
+        assert_eq!(preserved_mode(&file, true), 0o7755);
+        assert_eq!(preserved_mode(&file, false), 0o755);
+        // A directory keeps its sticky bit (GNU cp's rule for directories).
+        let dir = meta(Kind::Dir, 0o7775);
+        assert_eq!(preserved_mode(&dir, true), 0o7775);
+        assert_eq!(preserved_mode(&dir, false), 0o1775);
+        assert_eq!(preserved_mode(&meta(Kind::File, 0o640), false), 0o640);
+    }
 }
