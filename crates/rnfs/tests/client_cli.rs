@@ -1224,3 +1224,88 @@ fn cp_p_drops_set_id_bits_when_the_owner_is_not_kept() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(mode(dst), (4242, 4343, 0o755));
 }
+
+/// As GNU cp: `cp -r SRC/. DIR` copies SRC's contents into DIR (DIR/. is
+/// DIR), not SRC into DIR/SRC; `NAME/.` and `NAME/` name directories only.
+#[test]
+fn cp_r_dir_dot_copies_the_contents() {
+    let s = Server::start("dot");
+    let local = TempDir::new("dot-local");
+    for root in [s.path("src"), local.path("src")] {
+        fs::create_dir_all(root.join("sub")).unwrap();
+        write(&root.join("x"), b"x", 0o644);
+        write(&root.join("sub/y"), b"y", 0o644);
+    }
+    write(&s.path("file"), b"f", 0o644);
+    fs::create_dir(s.path("dst")).unwrap();
+    fs::create_dir(local.path("dst")).unwrap();
+    let names = |p: PathBuf| {
+        let mut n: Vec<_> = fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        n.sort();
+        n
+    };
+
+    // NFS -> NFS, local -> NFS (where dst already holds x), NFS -> local.
+    let out = ok(&["cp", "-rv", &s.url("src/."), &s.url("dst")]);
+    assert_eq!(names(s.path("dst")), ["sub", "x"]);
+    assert_same_tree(&s.path("src"), &s.path("dst"));
+    assert!(
+        out.contains(&format!(
+            "'{}' -> '{}'\n",
+            s.url("src/./x"),
+            s.url("dst/./x")
+        )),
+        "{out}"
+    );
+    let src = format!("{}/.", local.path("src").display());
+    ok(&["cp", "-r", &src, &s.url("dst")]);
+    assert_eq!(names(s.path("dst")), ["sub", "x"]);
+    ok(&[
+        "cp",
+        "-r",
+        &s.url("src/./"),
+        local.path("dst").to_str().unwrap(),
+    ]);
+    assert_same_tree(&s.path("src"), &local.path("dst"));
+    // A DEST that does not exist is made, as without the dot.
+    ok(&["cp", "-r", &s.url("src/."), &s.url("new")]);
+    assert_same_tree(&s.path("src"), &s.path("new"));
+
+    // Into itself.
+    let r = run(&["cp", "-r", &s.url("src/."), &s.url("src/sub")]);
+    assert_eq!(r.code, 1);
+    assert!(r.err.contains("into itself"), "{}", r.err);
+    assert_eq!(names(s.path("src/sub")), ["y"]);
+
+    // A file is not a directory.
+    for src in [s.url("file/."), s.url("file/")] {
+        let r = run(&["cp", "-r", &src, &s.url("dst")]);
+        assert_eq!(
+            (r.code, r.err.as_str()),
+            (
+                1,
+                format!("rnfs cp: cannot stat '{src}': Not a directory\n").as_str()
+            )
+        );
+    }
+    assert!(!s.path("dst/file").exists());
+
+    // mv, as rename(2) of DIR/. fails.
+    let r = run(&["mv", &s.url("src/."), &s.url("dst")]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (
+            1,
+            format!(
+                "rnfs mv: cannot move '{}' to '{}': Device or resource busy\n",
+                s.url("src/."),
+                s.url("dst/.")
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(names(s.path("src")), ["sub", "x"]);
+}

@@ -626,7 +626,13 @@ impl Copier<'_> {
             }
             PathArg::Nfs(u) => {
                 let target = self.ctx.remotes.open(&u.url)?;
-                let res = target.resolve(follow)?;
+                // `NAME/` and `NAME/.` name a directory, as a local path
+                // does: a link there is followed, a non-directory refused.
+                let dir_only = arg.trailing_slash() || arg.names_dot();
+                let res = target.resolve(follow || dir_only)?;
+                if dir_only && res.attr.ftype != Ftype3::Dir {
+                    return Err(Nfsstat3::Notdir.into());
+                }
                 Ok(Obj {
                     node: Node::Nfs { target, fh: res.fh },
                     meta: Meta::of_attr(&res.attr),
@@ -672,16 +678,6 @@ impl Copier<'_> {
         };
         match dest_obj {
             Some(o) if o.meta.kind == Kind::Dir => Some(Dest::Into(Box::new(o))),
-            // A URL's trailing `/` is not in its normalized path: what
-            // stat(2) says of a local `file/`.
-            Some(_) if dest.trailing_slash() => {
-                self.fail(format_args!(
-                    "cannot stat '{}': {}",
-                    dest.text(),
-                    Error::Errno(Errno::ENOTDIR as i32)
-                ));
-                None
-            }
             _ if srcs.len() > 1 || must_be_dir => {
                 self.fail(format_args!("target '{}' is not a directory", dest.text()));
                 None
@@ -1284,6 +1280,24 @@ pub(crate) fn run_cp(ctx: &Ctx, args: &CpArgs) {
                 continue;
             }
         };
+        // `DIR/.` into a directory: DIR's contents, into it (GNU cp copies
+        // to `DEST/.`, which is DEST).
+        if let (Dest::Into(dir), true, Kind::Dir) = (&dest, src.names_dot(), obj.meta.kind) {
+            if args.recursive {
+                let place = child_place(&dir.node, b".");
+                let shown = child_shown(&dir.shown, b".");
+                if inside(&obj.node, &place) {
+                    copier.fail(format_args!(
+                        "cannot copy a directory, '{}', into itself, '{shown}'",
+                        obj.shown
+                    ));
+                    continue;
+                }
+                // DEST is there: merged into, not looked up again.
+                copier.walk_dir(&obj, &place, &shown, Some((**dir).clone()), &mut plan);
+                continue;
+            }
+        }
         let (place, shown) = match copier.target_for(src, &dest) {
             Ok(t) => t,
             Err(e) => {
@@ -1370,6 +1384,19 @@ pub(crate) fn run_mv(ctx: &Ctx, args: &MvArgs) {
                 continue;
             }
         };
+        if src.names_dot() {
+            // rename(2) of `DIR/.` fails so.
+            let to = match &dest {
+                Dest::Into(dir) => child_shown(&dir.shown, b"."),
+                Dest::As(arg) => arg.text(),
+            };
+            copier.fail(format_args!(
+                "cannot move '{}' to '{to}': {}",
+                obj.shown,
+                Error::Errno(Errno::EBUSY as i32)
+            ));
+            continue;
+        }
         let (place, shown) = match copier.target_for(src, &dest) {
             Ok(t) => t,
             Err(e) => {

@@ -170,6 +170,32 @@ impl PathArg {
             Self::Local(p) => p.as_os_str().as_bytes().ends_with(b"/"),
         }
     }
+
+    /// Whether the operand's last component is `.` (`DIR/.`, `.`): it
+    /// names the directory itself, so copying it into a directory copies
+    /// its contents there, as GNU cp does. Read from what was typed, for a
+    /// URL's path is normalized.
+    fn names_dot(&self) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let path: &[u8] = match self {
+            Self::Nfs(u) => {
+                let text = u.text.split_once('?').map_or(u.text.as_str(), |(p, _)| p);
+                // The path: what follows the authority.
+                let rest = text.strip_prefix("nfs://").unwrap_or(text);
+                match rest.find('/') {
+                    Some(i) => &rest.as_bytes()[i..],
+                    None => return false,
+                }
+            }
+            Self::Local(p) => p.as_os_str().as_bytes(),
+        };
+        let mut path = path;
+        while let [head @ .., b'/'] = path {
+            path = head;
+        }
+        let last = path.rsplit(|&b| b == b'/').next().unwrap_or_default();
+        last == b"." || (matches!(self, Self::Nfs(_)) && last.eq_ignore_ascii_case(b"%2e"))
+    }
 }
 
 /// clap's parser for operands that may be local: `nfs://...` is a URL,
@@ -306,5 +332,17 @@ mod tests {
         assert_eq!(slash("nfs://h/e/x?mountport=1"), Some(false));
         assert_eq!(slash("dir/"), Some(true));
         assert_eq!(slash("dir"), Some(false));
+        let dot = |s: &str| parse_path_arg(s).map(|a| a.names_dot()).ok();
+        assert_eq!(dot("nfs://h/e/d/."), Some(true));
+        assert_eq!(dot("nfs://h/e/d/./"), Some(true));
+        assert_eq!(dot("nfs://h/e/d/%2E?mountport=1"), Some(true));
+        assert_eq!(dot("nfs://h/."), Some(true));
+        assert_eq!(dot("nfs://h/e/d.?version=3"), Some(false));
+        assert_eq!(dot("nfs://h/e/.d"), Some(false));
+        assert_eq!(dot("."), Some(true));
+        assert_eq!(dot("./"), Some(true));
+        assert_eq!(dot("d/."), Some(true));
+        assert_eq!(dot("d/.."), Some(false));
+        assert_eq!(dot("d"), Some(false));
     }
 }
