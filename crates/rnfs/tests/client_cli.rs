@@ -1309,3 +1309,60 @@ fn cp_r_dir_dot_copies_the_contents() {
     );
     assert_eq!(names(s.path("src")), ["sub", "x"]);
 }
+
+/// As GNU cp and mv: a directory is not copied (or moved) into itself,
+/// whatever the destination's spelling: a symbolic link on the way, or
+/// another session of the server, is seen through (by file identity).
+#[test]
+fn cp_r_into_itself_is_refused_through_links_and_sessions() {
+    let s = Server::start("itself");
+    let local = TempDir::new("itself-local");
+    for root in [s.export.0.as_path(), local.0.as_path()] {
+        fs::create_dir_all(root.join("a/b")).unwrap();
+        write(&root.join("a/f"), b"f", 0o644);
+        std::os::unix::fs::symlink("a", root.join("l")).unwrap();
+    }
+    let tree_is_intact = |root: &Path| {
+        let mut names: Vec<_> = fs::read_dir(root.join("a/b")).unwrap().collect();
+        assert!(names.is_empty(), "{:?}", names.pop());
+        assert_eq!(fs::read(root.join("a/f")).unwrap(), b"f");
+    };
+    let lb = local.path("l/b/c");
+    let la = local.path("a");
+    let cases = [
+        (s.url("a"), s.url("l/b/c")),
+        (s.url("a"), s.url2("a/b/c")),
+        (s.url("a"), s.url2("l/b")),
+        (s.url("a"), s.url("l")),
+        (
+            la.to_str().unwrap().to_owned(),
+            lb.to_str().unwrap().to_owned(),
+        ),
+    ];
+    for (src, dst) in &cases {
+        let r = run(&["cp", "-r", src, dst]);
+        assert_eq!(r.code, 1, "cp -r {src} {dst}: {}", r.err);
+        assert!(
+            r.err.starts_with(&format!(
+                "rnfs cp: cannot copy a directory, '{src}', into itself, '"
+            )),
+            "{}",
+            r.err
+        );
+        let r = run(&["mv", src, dst]);
+        assert_eq!(r.code, 1, "mv {src} {dst}: {}", r.err);
+        assert!(
+            r.err.starts_with(&format!(
+                "rnfs mv: cannot move '{src}' to a subdirectory of itself, '"
+            )),
+            "{}",
+            r.err
+        );
+    }
+    tree_is_intact(&s.export.0);
+    tree_is_intact(&local.0);
+
+    // What is not inside is copied.
+    ok(&["cp", "-r", &s.url("a/b"), &s.url("l/c")]);
+    assert!(s.path("a/c").is_dir());
+}

@@ -1227,29 +1227,68 @@ fn children(dir: &Obj) -> Result<Vec<(Vec<u8>, Obj)>, Error> {
     Ok(out)
 }
 
-/// Whether `place` is `src` or below it (copying a directory into itself).
-fn inside(src: &Node, place: &Place) -> bool {
-    match (src, place) {
-        (Node::Nfs { target: s, .. }, Place::Nfs { dir, .. }) => {
-            if !Arc::ptr_eq(&s.session, &dir.session) {
-                return false;
-            }
-            let dst = place.nfs_path();
-            s.path.is_empty() || dst == s.path || dst.starts_with(&format!("{}/", s.path))
+/// Whether a copy made at `place` would be inside the directory `src`
+/// (copying or moving a directory into itself): whether `src` is the
+/// directory `place` is in (for `DIR/.`, DIR), or one above it. Told by
+/// identity, (fsid, fileid) or (dev, ino), walking up from that directory,
+/// so that symbolic links on the way and other sessions of the server are
+/// seen through. Between a local path and a URL it cannot be told: no.
+fn inside(src: &Obj, place: &Place) -> bool {
+    match (&src.node, place) {
+        (Node::Nfs { target: s, .. }, Place::Nfs { dir, dir_fh, .. }) => {
+            let one_server = Arc::ptr_eq(&s.session, &dir.session)
+                || (s.export_url.host == dir.export_url.host
+                    && s.export_url.nfs_port == dir.export_url.nfs_port);
+            one_server && nfs_ancestry_holds(&dir.session, *dir_fh, src.meta.id)
         }
-        (Node::Local(s), Place::Local(d)) => {
-            let Ok(s) = fs::canonicalize(s) else {
+        (Node::Local(_), Place::Local(d)) => {
+            let raw = d.as_os_str().as_bytes();
+            let dir = if raw == b"." || raw.ends_with(b"/.") {
+                d.as_path()
+            } else {
+                d.parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."))
+            };
+            let Ok(dir) = fs::canonicalize(dir) else {
                 return false;
             };
-            let parent = d.parent().filter(|p| !p.as_os_str().is_empty());
-            let parent = fs::canonicalize(parent.unwrap_or(Path::new(".")));
-            match (parent, d.file_name()) {
-                (Ok(p), Some(n)) => p.join(n).starts_with(&s),
-                _ => false,
-            }
+            dir.ancestors()
+                .any(|a| fs::metadata(a).is_ok_and(|m| (m.dev(), m.ino()) == src.meta.id))
         }
         _ => false,
     }
+}
+
+/// Whether directory `dir` of `session`, or one above it up to the
+/// export's root, is the object `id` (fsid, fileid).
+fn nfs_ancestry_holds(session: &rnfs_client::Session, dir: FileHandle, id: (u64, u64)) -> bool {
+    // A server's `..` need not lead to the root: bounded.
+    const MAX_DEPTH: usize = 4096;
+    let root = session.root();
+    let Ok(mut attr) = session.nfs().getattr(&dir) else {
+        return false;
+    };
+    let mut fh = dir;
+    for _ in 0..MAX_DEPTH {
+        if (attr.fsid, attr.fileid) == id {
+            return true;
+        }
+        if fh == root {
+            return false;
+        }
+        match lookup(session, &fh, b"..") {
+            Ok((up, up_attr))
+                if up != fh && (up_attr.fsid, up_attr.fileid) != (attr.fsid, attr.fileid) =>
+            {
+                fh = up;
+                attr = up_attr;
+            }
+            // The top (the root's `..` is the root), or no way up.
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// `rnfs cp`.
@@ -1286,7 +1325,7 @@ pub(crate) fn run_cp(ctx: &Ctx, args: &CpArgs) {
             if args.recursive {
                 let place = child_place(&dir.node, b".");
                 let shown = child_shown(&dir.shown, b".");
-                if inside(&obj.node, &place) {
+                if inside(&obj, &place) {
                     copier.fail(format_args!(
                         "cannot copy a directory, '{}', into itself, '{shown}'",
                         obj.shown
@@ -1322,7 +1361,7 @@ pub(crate) fn run_cp(ctx: &Ctx, args: &CpArgs) {
             copier.fail(format_args!("cannot create {what} '{shown}': {e}"));
             continue;
         }
-        if obj.meta.kind == Kind::Dir && args.recursive && inside(&obj.node, &place) {
+        if obj.meta.kind == Kind::Dir && args.recursive && inside(&obj, &place) {
             copier.fail(format_args!(
                 "cannot copy a directory, '{}', into itself, '{shown}'",
                 obj.shown
@@ -1418,6 +1457,13 @@ pub(crate) fn run_mv(ctx: &Ctx, args: &MvArgs) {
                 ));
                 continue;
             }
+        }
+        if obj.meta.kind == Kind::Dir && inside(&obj, &place) {
+            copier.fail(format_args!(
+                "cannot move '{}' to a subdirectory of itself, '{shown}'",
+                obj.shown
+            ));
+            continue;
         }
         match rename(&obj, &place) {
             Ok(()) => {
