@@ -1366,3 +1366,92 @@ fn cp_r_into_itself_is_refused_through_links_and_sessions() {
     ok(&["cp", "-r", &s.url("a/b"), &s.url("l/c")]);
     assert!(s.path("a/c").is_dir());
 }
+
+/// As GNU cp and mv: two sources of one name into one directory do not
+/// both go to DIR/NAME (copied -j at a time, their data once mingled in
+/// one file): the second is refused, the first kept whole.
+#[test]
+fn two_sources_of_one_name_are_not_both_copied_to_it() {
+    let s = Server::start("twice");
+    let local = TempDir::new("twice-local");
+    let (one, two) = (data(3 << 20, 1), data(3 << 20, 2));
+    for root in [s.export.0.as_path(), local.0.as_path()] {
+        for (dir, bytes) in [("a", &one), ("b", &two)] {
+            fs::create_dir_all(root.join(dir).join("d")).unwrap();
+            write(&root.join(dir).join("x"), bytes, 0o644);
+            write(&root.join(dir).join("d/f"), bytes, 0o644);
+        }
+        write(&root.join("a/y"), b"file", 0o644);
+        fs::create_dir(root.join("b/y")).unwrap();
+        fs::create_dir(root.join("into")).unwrap();
+    }
+    let (la, lb) = (local.path("a"), local.path("b"));
+    let (la, lb) = (la.to_str().unwrap(), lb.to_str().unwrap());
+
+    // local -> NFS and NFS -> local, 4 files at a time.
+    let into = local.path("into");
+    let into = into.to_str().unwrap();
+    for (a, b, dir) in [
+        (la.to_owned(), lb.to_owned(), s.url("into")),
+        (s.url("a"), s.url("b"), into.to_owned()),
+    ] {
+        let (x1, x2) = (format!("{a}/x"), format!("{b}/x"));
+        let r = run(&["cp", "-j", "4", &x1, &x2, &dir]);
+        assert_eq!(
+            (r.code, r.err.as_str()),
+            (
+                1,
+                format!("rnfs cp: will not overwrite just-created '{dir}/x' with '{x2}'\n")
+                    .as_str()
+            )
+        );
+        // Directories merge; a file in both is refused the second time.
+        let (d1, d2) = (format!("{a}/d"), format!("{b}/d"));
+        let r = run(&["cp", "-r", "-j", "4", &d1, &d2, &dir]);
+        assert_eq!(
+            (r.code, r.err.as_str()),
+            (
+                1,
+                format!("rnfs cp: will not overwrite just-created '{dir}/d/f' with '{d2}/f'\n")
+                    .as_str()
+            )
+        );
+        // A directory where a file was just made.
+        let (y1, y2) = (format!("{a}/y"), format!("{b}/y"));
+        let r = run(&["cp", "-r", &y1, &y2, &dir]);
+        let msg = format!("cannot overwrite non-directory '{dir}/y' with directory '{y2}'");
+        assert_eq!(
+            (r.code, r.err.as_str()),
+            (1, format!("rnfs cp: {msg}\n").as_str())
+        );
+    }
+    for root in [s.path("into"), local.path("into")] {
+        assert!(
+            fs::read(root.join("x")).unwrap() == one,
+            "{}",
+            root.display()
+        );
+        assert!(
+            fs::read(root.join("d/f")).unwrap() == one,
+            "{}",
+            root.display()
+        );
+    }
+
+    // mv: the second stays where it is.
+    let r = run(&["mv", &s.url("a/x"), &s.url("b/x"), &s.url("")]);
+    assert_eq!(
+        (r.code, r.err.as_str()),
+        (
+            1,
+            format!(
+                "rnfs mv: will not overwrite just-created '{}/x' with '{}'\n",
+                s.url(""),
+                s.url("b/x")
+            )
+            .as_str()
+        )
+    );
+    assert!(fs::read(s.path("x")).unwrap() == one);
+    assert!(fs::read(s.path("b/x")).unwrap() == two);
+}

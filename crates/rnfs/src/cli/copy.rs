@@ -6,6 +6,7 @@
 //! then `-j` threads copy the files, each streaming one file at a time; last,
 //! directories get their final mode (and with -p their times), deepest first.
 
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::io;
@@ -285,6 +286,17 @@ fn is_noent(e: &Error) -> bool {
 }
 
 impl Place {
+    fn key(&self) -> PlaceKey {
+        match self {
+            Self::Local(p) => PlaceKey::Local(p.clone()),
+            Self::Nfs { dir, dir_fh, name } => PlaceKey::Nfs(
+                Arc::as_ptr(&dir.session).addr(),
+                dir_fh.as_bytes().to_vec(),
+                name.clone(),
+            ),
+        }
+    }
+
     /// The object at this name, not following a symbolic link.
     fn lstat(&self, shown: &str) -> Result<Option<Obj>, Error> {
         match self {
@@ -555,6 +567,18 @@ struct Plan {
     files: Vec<FileJob>,
     dirs: Vec<DirFix>,
     bytes: u64,
+    /// Where non-directories are made (or to be): GNU cp will not
+    /// overwrite a file it has just created with another source.
+    made: HashSet<PlaceKey>,
+}
+
+/// A place, by its directory and name, to tell two sources that go to
+/// one name apart.
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum PlaceKey {
+    Local(PathBuf),
+    /// The session (its address), the directory's handle, the name.
+    Nfs(usize, Vec<u8>, Vec<u8>),
 }
 
 /// One cp or mv run's settings.
@@ -701,6 +725,23 @@ impl Copier<'_> {
     /// Walks `src` into `plan`: creates directories and links at `dst`,
     /// lists regular files. False if anything failed (reported).
     fn walk(&self, src: &Obj, dst: &Place, dst_shown: &str, plan: &mut Plan) -> bool {
+        // Two sources to one name (`cp a/x b/x DIR`): the second would
+        // overwrite (or, copied at once, mingle with) the first.
+        let key = dst.key();
+        if plan.made.contains(&key) {
+            if src.meta.kind == Kind::Dir {
+                self.fail(format_args!(
+                    "cannot overwrite non-directory '{dst_shown}' with directory '{}'",
+                    src.shown
+                ));
+            } else {
+                self.fail(format_args!(
+                    "will not overwrite just-created '{dst_shown}' with '{}'",
+                    src.shown
+                ));
+            }
+            return false;
+        }
         let existing = match dst.lstat(dst_shown) {
             Ok(e) => e,
             Err(e) => {
@@ -739,6 +780,7 @@ impl Copier<'_> {
                     }
                 }
                 plan.bytes += src.meta.size;
+                plan.made.insert(key);
                 plan.files.push(FileJob {
                     src: src.clone(),
                     dst: dst.clone(),
@@ -747,7 +789,13 @@ impl Copier<'_> {
                 });
                 true
             }
-            Kind::Symlink => self.copy_link(src, dst, dst_shown, existing),
+            Kind::Symlink => {
+                let made = self.copy_link(src, dst, dst_shown, existing);
+                if made {
+                    plan.made.insert(key);
+                }
+                made
+            }
             Kind::Other => {
                 self.fail(format_args!(
                     "cannot copy special file '{}': {}",
@@ -1415,6 +1463,9 @@ pub(crate) fn run_mv(ctx: &Ctx, args: &MvArgs) {
     let Some(dest) = copier.destination(srcs, dest, args.target_directory.is_some()) else {
         return;
     };
+    // Where non-directories were moved to, as GNU mv: one source does not
+    // replace another just moved there.
+    let mut made = HashSet::new();
     for src in srcs {
         let obj = match copier.stat(src, false) {
             Ok(o) => o,
@@ -1465,18 +1516,30 @@ pub(crate) fn run_mv(ctx: &Ctx, args: &MvArgs) {
             ));
             continue;
         }
+        let key = (obj.meta.kind != Kind::Dir).then(|| place.key());
+        if key.as_ref().is_some_and(|k| made.contains(k)) {
+            copier.fail(format_args!(
+                "will not overwrite just-created '{shown}' with '{}'",
+                obj.shown
+            ));
+            continue;
+        }
         match rename(&obj, &place) {
             Ok(()) => {
+                made.extend(key);
                 if args.verbose {
                     ctx.say(format_args!("renamed '{}' -> '{shown}'", obj.shown));
                 }
             }
             Err(e) if e.errno() == Errno::EXDEV as i32 => {
-                if move_by_copy(&copier, &obj, &place, &shown) && args.verbose {
-                    ctx.say(format_args!(
-                        "copied '{}' -> '{shown}', removed '{}'",
-                        obj.shown, obj.shown
-                    ));
+                if move_by_copy(&copier, &obj, &place, &shown) {
+                    made.extend(key);
+                    if args.verbose {
+                        ctx.say(format_args!(
+                            "copied '{}' -> '{shown}', removed '{}'",
+                            obj.shown, obj.shown
+                        ));
+                    }
                 }
             }
             Err(e) => copier.fail(format_args!(
