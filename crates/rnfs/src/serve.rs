@@ -567,6 +567,16 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
             }
         );
     }
+    let reachable_from_elsewhere = config.listen.iter().any(|a| !a.ip().is_loopback());
+    for e in exports.load().iter() {
+        if reachable_from_elsewhere && !e.read_only() && e.config.clients.is_none() {
+            tracing::warn!(
+                "export {} is read-write for any host that can reach {addrs}; \
+                 restrict it with `clients` (--client NET), or listen on 127.0.0.1",
+                e.mount_path
+            );
+        }
+    }
     if !rnfs_vfs::identity::can_switch() {
         tracing::info!("not running as root: every call runs as this process's user");
     }

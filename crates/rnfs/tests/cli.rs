@@ -104,6 +104,66 @@ fn serve_answers_null_and_stops_on_sigterm() {
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
+/// The log lines of `rnfs serve DIR ARGS...` until a second after it
+/// started serving; the server is then stopped.
+fn startup_log(args: &[&str]) -> Vec<String> {
+    let dir = TempDir::new("serve-log");
+    let mut child = Running(
+        rnfs()
+            .args(["serve", "--threads", "2", "--log", "info"])
+            .args(args)
+            .arg(&dir.0)
+            .arg("--state-dir")
+            .arg(dir.0.join(".state"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    let mut until = Instant::now() + Duration::from_secs(10);
+    let mut serving = false;
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        let Ok(line) = rx.recv_timeout(left) else {
+            break;
+        };
+        if !serving && line.contains("serving on ") {
+            serving = true;
+            until = Instant::now() + Duration::from_secs(1);
+        }
+        log.push(line);
+    }
+    assert!(serving, "no startup line: {log:#?}");
+    kill(Pid::from_raw(child.0.id() as i32), Signal::SIGTERM).unwrap();
+    wait_exit(&mut child.0, Duration::from_secs(10));
+    log
+}
+
+#[test]
+fn a_read_write_export_open_to_the_network_is_warned_about() {
+    let warned = |log: &[String]| {
+        log.iter()
+            .any(|l| l.contains("WARN") && l.contains("is read-write for any host"))
+    };
+    let log = startup_log(&["--listen", "0.0.0.0:0"]);
+    assert!(warned(&log), "{log:#?}");
+    // Restricted, read-only, or on loopback only: no warning.
+    for args in [
+        &["--listen", "0.0.0.0:0", "--client", "127.0.0.0/8"][..],
+        &["--listen", "0.0.0.0:0", "--read-only"],
+        &["--listen", "127.0.0.1:0"],
+    ] {
+        let log = startup_log(args);
+        assert!(!warned(&log), "{args:?}: {log:#?}");
+    }
+}
+
 fn run_fail(args: &[&str]) -> (i32, String) {
     let Output { status, stderr, .. } = rnfs().args(args).output().unwrap();
     (
