@@ -203,14 +203,15 @@ fi
 # --- MNT of a directory below the export (as mountd serves it)
 M3=/tmp/smoke-m3.$$
 mkdir -p "$M3"
-echo below > "$T/a/b/c/below.txt"
-if o=$(mount -i -t nfs -o "$LC_MOUNT_OPTS" "$LC_SERVER:$LC_EXPORT/smoke.$$/a/b" "$M3" 2>&1); then
-  eq "a subdirectory mount shows that directory" "$(cat "$M3/c/below.txt" 2>&1)" "below"
+mkdir -p "$T/sub/dir/deeper"
+echo below > "$T/sub/dir/deeper/below.txt"
+if o=$(mount -i -t nfs -o "$LC_MOUNT_OPTS" "$LC_SERVER:$LC_EXPORT/smoke.$$/sub/dir" "$M3" 2>&1); then
+  eq "a subdirectory mount shows that directory" "$(cat "$M3/deeper/below.txt" 2>&1)" "below"
   umount "$M3"
 else
   bad "mount of a subdirectory of the export" "$o"
 fi
-no_ "mount of a file below the export fails" mount -i -t nfs -o "$LC_MOUNT_OPTS" "$LC_SERVER:$LC_EXPORT/smoke.$$/a/b/c/below.txt" "$M3"
+no_ "mount of a file below the export fails" mount -i -t nfs -o "$LC_MOUNT_OPTS" "$LC_SERVER:$LC_EXPORT/smoke.$$/sub/dir/deeper/below.txt" "$M3"
 rmdir "$M3" 2>/dev/null
 
 # --- FSSTAT (df), FSINFO/PATHCONF (at mount; statfs namelen comes from PATHCONF)
