@@ -29,7 +29,7 @@
 use std::fs;
 use std::hash::Hasher;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use rnfs_nfs3::FileHandle;
@@ -117,15 +117,32 @@ impl HandleKey {
     /// Loads `dir/handle.key`, creating the directory (0700) and a random key
     /// (0600) on first use. A key file of the wrong size is an error rather than
     /// silently replaced: replacing it would make every client's handles stale.
+    /// The directory must belong to the server's user (or root) and be
+    /// writable by nobody else, and the key must be a regular file only that
+    /// user can read: whoever reads the key can forge handles, and whoever
+    /// can write the directory can swap the key.
     pub fn load_or_create(dir: &Path) -> Result<Self, KeyError> {
         let path = dir.join(Self::FILE_NAME);
         let err = |source| KeyError {
             path: path.clone(),
             source,
         };
+        let dir_err = |source| KeyError {
+            path: dir.to_owned(),
+            source,
+        };
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(dir_err)?;
+        check_state_dir(&fs::metadata(dir).map_err(dir_err)?).map_err(dir_err)?;
+        // O_NONBLOCK: a FIFO put there opens at once (and is then refused)
+        // instead of hanging the start.
+        let no_follow = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
         let opened = fs::OpenOptions::new()
             .read(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .custom_flags(no_follow.bits() as i32)
             .open(&path);
         match opened {
             Ok(mut file) => {
@@ -147,19 +164,18 @@ impl HandleKey {
                 Ok(Self { key })
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir_all(dir).map_err(|e| KeyError {
-                    path: dir.to_owned(),
-                    source: e,
-                })?;
-                let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
                 let fresh = Self::ephemeral().map_err(err)?;
                 // Write to a temporary name and rename, so a crash never leaves a
-                // short key behind.
+                // short key behind. Created new (O_EXCL, which follows no
+                // link): a leftover of an earlier crash is removed first.
                 let tmp = dir.join(".handle.key.tmp");
+                match fs::remove_file(&tmp) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(err(e)),
+                    _ => {}
+                }
                 let mut f = fs::OpenOptions::new()
                     .write(true)
-                    .create(true)
-                    .truncate(true)
+                    .create_new(true)
                     .mode(0o600)
                     .open(&tmp)
                     .map_err(err)?;
@@ -258,6 +274,33 @@ fn check_key_file(meta: &fs::Metadata) -> io::Result<()> {
     Ok(())
 }
 
+/// Refuses a state directory in which someone other than the server could
+/// replace the key: it must be a directory owned by the server's user or
+/// root, with no group or other write permission.
+fn check_state_dir(meta: &fs::Metadata) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
+    if !meta.is_dir() {
+        return refuse("not a directory".to_owned());
+    }
+    let euid = rustix::process::geteuid().as_raw();
+    if meta.uid() != euid && meta.uid() != 0 {
+        return refuse(format!(
+            "the state directory is owned by uid {}, not by the server's user \
+             (uid {euid}) or root: its owner could replace the handle key",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return refuse(format!(
+            "the state directory's permissions {mode:04o} let others replace the \
+             handle key; run `chmod go-w` on it, or use another --state-dir"
+        ));
+    }
+    Ok(())
+}
+
 /// The handle key could not be read or created.
 #[derive(Debug, thiserror::Error)]
 #[error("handle key {}: {source}", path.display())]
@@ -273,6 +316,7 @@ pub struct KeyError {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn key() -> HandleKey {
         HandleKey::from_bytes(*b"0123456789abcdef")
@@ -389,6 +433,53 @@ mod tests {
         fs::create_dir(&link).unwrap();
         std::os::unix::fs::symlink(&file, link.join(HandleKey::FILE_NAME)).unwrap();
         assert!(HandleKey::load_or_create(&link).is_err());
+        // A FIFO in its place is refused at once, not waited on.
+        let fifo = dir.join("fifo");
+        fs::create_dir(&fifo).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            fifo.join(HandleKey::FILE_NAME),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let e = HandleKey::load_or_create(&fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_state_directory_others_can_write_is_refused_and_its_leftovers_not_trusted() {
+        let dir = std::env::temp_dir().join(format!("rnfs-key-dir-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        // Planted before the first start: a temporary file another user
+        // could read, and nothing must be written into it.
+        let planted = dir.join(".handle.key.tmp");
+        fs::write(&planted, b"").unwrap();
+        fs::set_permissions(&planted, fs::Permissions::from_mode(0o666)).unwrap();
+        let e = HandleKey::load_or_create(&dir).unwrap_err();
+        assert_eq!(e.source.kind(), io::ErrorKind::PermissionDenied);
+        assert!(e.to_string().contains("permissions 0777"), "{e}");
+        assert!(!dir.join(HandleKey::FILE_NAME).exists());
+        assert_eq!(fs::read(&planted).unwrap(), b"", "nothing written to it");
+
+        // Made private, the directory is used, and the leftover is replaced
+        // by a file of our own, not written through.
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+        let outside = dir.join("outside");
+        fs::write(&outside, b"not a key").unwrap();
+        fs::remove_file(&planted).unwrap();
+        std::os::unix::fs::symlink(&outside, &planted).unwrap();
+        HandleKey::load_or_create(&dir).unwrap();
+        assert_eq!(fs::read(&outside).unwrap(), b"not a key");
+        let mode = fs::metadata(dir.join(HandleKey::FILE_NAME))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
         fs::remove_dir_all(&dir).unwrap();
     }
 }
