@@ -369,7 +369,14 @@ impl Core {
                 // writes with its first opener's credential; a truncate is
                 // this caller's, and drops dirty data before its SETATTR:
                 // ask the server first whether the caller may modify it.
-                if !open_writer_owns_it {
+                if open_writer_owns_it {
+                    // ACCESS follows the mode, which may refuse the owner:
+                    // write everything back and commit it instead, so that
+                    // a SETATTR the server refuses after all (the owner
+                    // changed meanwhile, or a server without the override)
+                    // has dropped nothing that was not already stable.
+                    f.fsync()?;
+                } else {
                     let (granted, _) = nfs.access(&fh, ACCESS3_MODIFY)?;
                     if granted & ACCESS3_MODIFY == 0 {
                         return Err(Errno(libc::EACCES));
