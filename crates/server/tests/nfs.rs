@@ -895,6 +895,48 @@ fn a_directory_below_an_export_can_be_mounted() {
         c.mount(&long),
         Err(CallError::Mount(Mountstat3::Nametoolong))
     ));
+
+    // A name that is not UTF-8 is looked up as its bytes.
+    let odd = mkdir(&mut c, &sub, b"\xff\xfe");
+    let res: Mountres3 = c
+        .call(
+            MOUNT_PROGRAM,
+            3,
+            1,
+            &MntArgs {
+                dirpath: b"/mem/sub/\xff\xfe",
+            },
+        )
+        .unwrap();
+    let Mountres3::Ok(ok) = res else {
+        panic!("MNT of a non-UTF-8 name: {res:?}")
+    };
+    assert_eq!(ok.fhandle, odd);
+}
+
+/// However the path is spelled, a directory is matched to the export with
+/// the longest mount path above it, whose options then apply.
+#[test]
+fn mnt_picks_the_innermost_export_whatever_the_spelling() {
+    let mut outer = ExportConfig::new("/mem");
+    outer.backend = BackendKind::Memory;
+    let mut inner = ExportConfig::new("/mem/inner");
+    inner.backend = BackendKind::Memory;
+    inner.clients = Some(vec!["10.0.0.0/8".into()]);
+    let f = Fixture::with(vec![outer, inner], None);
+    let mut c = f.connect();
+    for path in [
+        "/mem/inner",
+        "/mem//inner",
+        "/mem/./inner/",
+        "//mem/inner/.",
+    ] {
+        match c.mount(path) {
+            Err(CallError::Mount(got)) => assert_eq!(got, Mountstat3::Acces, "{path}"),
+            other => panic!("MNT {path}: {other:?}"),
+        }
+    }
+    c.mount("/mem").unwrap();
 }
 
 #[test]

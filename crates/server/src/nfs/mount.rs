@@ -127,30 +127,38 @@ impl MountService {
     }
 
     fn mnt(&self, ctx: &CallContext<'_>, a: MntArgs<'_>) -> Mountres3 {
-        let path = String::from_utf8_lossy(a.dirpath);
-        let path = normalize_mount_path(&path);
+        // Logged as a quoted field: the path is the client's to choose.
+        let shown = String::from_utf8_lossy(a.dirpath);
+        let path = match canonical_path(a.dirpath) {
+            Ok(path) => path,
+            Err(status) => {
+                tracing::info!(peer = ?ctx.peer, path = ?shown, "MNT refused: {status:?}");
+                return Mountres3::Fail(status);
+            }
+        };
         let table = self.exports.load();
-        let Some((export, below)) = export_holding(&table, path) else {
-            tracing::info!(peer = ?ctx.peer, "MNT {path}: no such export");
+        let Some((export, below)) = export_holding(&table, &path) else {
+            tracing::info!(peer = ?ctx.peer, path = ?shown, "MNT: no such export");
             return Mountres3::Fail(Mountstat3::Noent);
         };
         if let Err(refusal) = export.options.check(ctx.peer) {
             if let Some(not_logged) = export.refusals.admit() {
-                tracing::warn!(peer = ?ctx.peer, not_logged, "MNT {path} refused: {refusal}");
+                tracing::warn!(peer = ?ctx.peer, path = ?shown, not_logged, "MNT refused: {refusal}");
             }
             return Mountres3::Fail(Mountstat3::Acces);
         }
         let dir = match self.resolve_below(ctx, export, below) {
             Ok(dir) => dir,
             Err(status) => {
-                tracing::info!(peer = ?ctx.peer, "MNT {path}: {status:?}");
+                tracing::info!(peer = ?ctx.peer, path = ?shown, "MNT refused: {status:?}");
                 return Mountres3::Fail(status);
             }
         };
         let fhandle = self.key.seal(export.stamp(), &dir);
         let host = Self::host(ctx);
-        self.mounts.insert(&host, path);
-        tracing::info!(peer = %Self::peer(ctx), export = %export.mount_path, path, "client mounted");
+        let mounted = String::from_utf8_lossy(&path);
+        self.mounts.insert(&host, &mounted);
+        tracing::info!(peer = %Self::peer(ctx), export = %export.mount_path, path = ?mounted, "client mounted");
         Mountres3::Ok(Mountres3Ok {
             fhandle,
             auth_flavors: vec![AUTH_SYS],
@@ -166,7 +174,7 @@ impl MountService {
         &self,
         ctx: &CallContext<'_>,
         export: &Export,
-        below: &str,
+        below: &[u8],
     ) -> Result<BackendHandle, Mountstat3> {
         let mut dir = export.fs.root();
         if below.is_empty() {
@@ -183,16 +191,13 @@ impl MountService {
                 Mountstat3::Serverfault
             })?;
         }
-        for name in below.split('/').filter(|n| !n.is_empty() && *n != ".") {
-            if name == ".." {
-                return Err(Mountstat3::Inval);
-            }
+        for name in below.split(|&b| b == b'/') {
             if name.len() > NAME_MAX {
                 return Err(Mountstat3::Nametoolong);
             }
             let (fh, attr, _) = export
                 .fs
-                .lookup(&cred, &dir, name.as_bytes())
+                .lookup(&cred, &dir, name)
                 .map_err(|(e, _)| mount_status(e))?;
             if attr.ftype != FileType::Directory {
                 return Err(Mountstat3::Notdir);
@@ -203,23 +208,54 @@ impl MountService {
     }
 }
 
-/// The export whose mount path is `path` or its longest ancestor, and the
-/// rest of `path` below it. One hash lookup per component of `path`, at most.
+/// A MNT path with empty and `.` components dropped (`/data//x/./y` is
+/// `/data/x/y`), so that one directory is matched to one export however it
+/// is spelled. Must be absolute (NOENT); `..` is refused (INVAL) rather than
+/// resolved, so the walk below an export never leaves it.
+fn canonical_path(raw: &[u8]) -> Result<Vec<u8>, Mountstat3> {
+    if raw.first() != Some(&b'/') {
+        return Err(Mountstat3::Noent);
+    }
+    let mut path = Vec::with_capacity(raw.len());
+    for name in raw.split(|&b| b == b'/') {
+        match name {
+            b"" | b"." => {}
+            b".." => return Err(Mountstat3::Inval),
+            name => {
+                path.push(b'/');
+                path.extend_from_slice(name);
+            }
+        }
+    }
+    if path.is_empty() {
+        path.push(b'/');
+    }
+    Ok(path)
+}
+
+/// The export whose mount path is the canonical `path` or its longest
+/// ancestor, and the rest of `path` below it (names separated by single
+/// slashes; empty for the export itself). One hash lookup per component of
+/// `path`, at most. Names below an export may be any bytes; mount paths are
+/// UTF-8, so a prefix that is not is no export.
 fn export_holding<'t, 'p>(
     table: &'t ExportTable,
-    path: &'p str,
-) -> Option<(&'t Arc<Export>, &'p str)> {
-    let mut prefix = path;
+    path: &'p [u8],
+) -> Option<(&'t Arc<Export>, &'p [u8])> {
+    let mut end = path.len();
     loop {
-        if let Some(export) = table.by_mount_path(prefix) {
-            let below = path[prefix.len()..].trim_start_matches('/');
+        let prefix = if end == 0 { &b"/"[..] } else { &path[..end] };
+        if let Some(export) = std::str::from_utf8(prefix)
+            .ok()
+            .and_then(|p| table.by_mount_path(p))
+        {
+            let below = path.get(end + 1..).unwrap_or_default();
             return Some((export, below));
         }
-        prefix = match prefix.rfind('/')? {
-            0 if prefix.len() > 1 => "/",
-            0 => return None,
-            i => &prefix[..i],
-        };
+        if end == 0 {
+            return None;
+        }
+        end = path[..end].iter().rposition(|&b| b == b'/')?;
     }
 }
 
