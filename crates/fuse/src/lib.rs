@@ -320,6 +320,15 @@ pub fn spawn(
         url: url.to_string(),
         source,
     };
+    let root_uid = rustix::process::geteuid().is_root();
+    if !root_uid && (options.suid || options.dev) {
+        // fusermount3 would drop them with a warning and mount anyway.
+        return Err(MountError::Options(
+            "mount options suid and dev need root (FUSE mounts of other users are \
+             always nosuid,nodev)"
+                .to_owned(),
+        ));
+    }
     let url = &options
         .url_with_ports(url)
         .map_err(|e| MountError::Options(e.to_string()))?;
@@ -329,7 +338,6 @@ pub fn spawn(
     if root_attr.ftype != Ftype3::Dir {
         return Err(MountError::NotADirectory(url.to_string()));
     }
-    let root_uid = rustix::process::geteuid().is_root();
     let allow_other = options.allow_other.unwrap_or(root_uid);
     let flags = sys::VfsFlags {
         read_only: options.read_only,

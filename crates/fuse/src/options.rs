@@ -298,8 +298,11 @@ impl MountOptions {
                           (wb_expire bounds how long data stays unwritten)",
                 })
             }
-            "port" => self.port = Some(number(name, value, 1, u16::MAX)?),
-            "mountport" => self.mount_port = Some(number(name, value, 1, u16::MAX)?),
+            // 0 is nfs(5)'s "ask the port mapper", which is what no port does.
+            "port" => self.port = Some(number(name, value, 0, u16::MAX)?).filter(|&p| p != 0),
+            "mountport" => {
+                self.mount_port = Some(number(name, value, 0, u16::MAX)?).filter(|&p| p != 0);
+            }
             "mountproto" => match value {
                 Some("tcp") => {}
                 _ => return Err(bad(name, value)),
@@ -474,9 +477,12 @@ mod tests {
         let e = MountOptions::default().apply("rw,sync").unwrap_err();
         assert!(matches!(e, OptionError::Unsupported { .. }), "{e}");
         assert!(e.to_string().contains("fsync"), "{e}");
+        let mut zero = MountOptions::default();
+        zero.apply("port=0,mountport=0").unwrap();
+        assert_eq!((zero.port, zero.mount_port), (None, None));
         for bad in [
             "noatime=1",
-            "port=0",
+            "port=-1",
             "port=70000",
             "mountproto=udp",
             "frobnicate",
