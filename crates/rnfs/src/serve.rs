@@ -10,7 +10,9 @@ use clap::{Args, ValueEnum};
 use nix::sys::signal::{SigSet, Signal};
 use rnfs_sched::{Config, Policy, PoolMode};
 use rnfs_server::metrics::{Metrics, MetricsConfig};
-use rnfs_server::nfs::exports::{Access, BackendKind, Squash, ANON_ID, DEFAULT_ATTR_CACHE_MAX_AGE};
+use rnfs_server::nfs::exports::{
+    Access, BackendKind, Export, Squash, ANON_ID, DEFAULT_ATTR_CACHE_MAX_AGE,
+};
 use rnfs_server::nfs::{ConfigFile, ExportConfig, Exports, HandleKey};
 use rnfs_server::portmap::{
     register_with_rpcbind, tcp_mappings, unregister_from_rpcbind, Mapping, PortRegistry,
@@ -427,6 +429,22 @@ impl ServeArgs {
     }
 }
 
+/// Warns about an export that is read-write for every host when the server
+/// listens on an address other hosts can reach (at start, and when a reload
+/// or `rnfs admin export` adds or changes it).
+pub(crate) fn warn_if_open_to_the_network(e: &Export, listen: &[SocketAddr]) {
+    let reachable = listen.iter().filter(|a| !a.ip().is_loopback());
+    let addrs: Vec<String> = reachable.map(ToString::to_string).collect();
+    if !addrs.is_empty() && !e.read_only() && e.config.clients.is_none() {
+        tracing::warn!(
+            "export {} is read-write for any host that can reach {}; \
+             restrict it with `clients` (--client NET), or listen on 127.0.0.1",
+            e.mount_path,
+            addrs.join(" ")
+        );
+    }
+}
+
 /// The default directory for the handle key.
 pub(crate) fn default_state_dir() -> PathBuf {
     if nix::unistd::geteuid().is_root() {
@@ -567,21 +585,19 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
             }
         );
     }
-    let reachable_from_elsewhere = config.listen.iter().any(|a| !a.ip().is_loopback());
     for e in exports.load().iter() {
-        if reachable_from_elsewhere && !e.read_only() && e.config.clients.is_none() {
-            tracing::warn!(
-                "export {} is read-write for any host that can reach {addrs}; \
-                 restrict it with `clients` (--client NET), or listen on 127.0.0.1",
-                e.mount_path
-            );
-        }
+        warn_if_open_to_the_network(e, &config.listen);
     }
     if !rnfs_vfs::identity::can_switch() {
         tracing::info!("not running as root: every call runs as this process's user");
     }
 
-    let control = Arc::new(Control::new(server, exports, args.config.clone()));
+    let control = Arc::new(Control::new(
+        server,
+        exports,
+        args.config.clone(),
+        config.listen.clone(),
+    ));
     let admin_socket: Option<AdminSocket> = match admin_socket {
         Some(bound) => {
             let path = bound.path().to_owned();

@@ -499,6 +499,44 @@ fn exports_added_can_be_mounted_and_removed_ones_cannot() {
     server.wait_for_log("change=\"removed\"");
 }
 
+/// An export made read-write for everyone by `rnfs admin export add` on a
+/// server reachable from other hosts is warned about, as at start.
+#[test]
+fn an_export_added_open_to_the_network_is_warned_about() {
+    let dir = TempDir::new("open-export");
+    std::fs::create_dir(dir.path("extra")).unwrap();
+    let server = Serve::start(
+        &[
+            dir.arg(),
+            "--backend",
+            "memory",
+            "--mount-path",
+            "/m",
+            "--read-only",
+            "--listen",
+            "0.0.0.0:0",
+        ],
+        &dir.path("admin.sock"),
+        &dir.path("state"),
+    );
+    let extra = dir.path("extra");
+    let out = server.cli(&[
+        "admin",
+        "export",
+        "add",
+        extra.to_str().unwrap(),
+        "--mount-path",
+        "/open",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    server.wait_for_log("export /open is read-write for any host");
+    assert!(
+        !server.log_text().contains("export /m is read-write"),
+        "{}",
+        server.log_text()
+    );
+}
+
 #[test]
 fn export_changes_say_they_are_not_saved_and_reload_rereads_the_file() {
     let dir = TempDir::new("config");

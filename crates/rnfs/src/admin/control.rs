@@ -3,6 +3,7 @@
 //! request leaves the server as it was.
 
 use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -37,6 +38,8 @@ pub(crate) struct Control {
     exports: Arc<Exports>,
     /// The `--config` file, if the server runs from one.
     config_file: Option<PathBuf>,
+    /// The addresses served, to warn about exports open to the network.
+    listen: Vec<SocketAddr>,
     /// Held while the thread bounds change, so two changes cannot race and
     /// lose one of them.
     threads_change: Mutex<()>,
@@ -73,13 +76,19 @@ fn to_value<T: Serialize>(v: T) -> Result<serde_json::Value, String> {
 
 impl Control {
     /// Controls `server`, which serves `exports`; `config_file` is `--config`.
-    pub(crate) fn new(server: Server, exports: Arc<Exports>, config_file: Option<PathBuf>) -> Self {
+    pub(crate) fn new(
+        server: Server,
+        exports: Arc<Exports>,
+        config_file: Option<PathBuf>,
+        listen: Vec<SocketAddr>,
+    ) -> Self {
         Control {
             server: RwLock::new(Some(server)),
             last: Mutex::new(None),
             draining: Mutex::new(()),
             exports,
             config_file,
+            listen,
             threads_change: Mutex::new(()),
             table_change: Mutex::new(()),
         }
@@ -318,6 +327,11 @@ impl Control {
         ] {
             for path in paths {
                 tracing::info!(export = %path, change, "export reloaded");
+            }
+        }
+        for path in added.iter().chain(&changed) {
+            if let Some(e) = after.by_mount_path(path) {
+                crate::serve::warn_if_open_to_the_network(e, &self.listen);
             }
         }
         Ok(TableChanges {
