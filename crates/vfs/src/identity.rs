@@ -121,7 +121,66 @@ fn set_groups(groups: &[u32]) -> Result<(), i32> {
     }
 }
 
-fn apply(cred: &Cred) -> Result<(), IdentityError> {
+/// `CAP_SYS_RESOURCE`: lets writes use a file system's reserved blocks
+/// (ext4 keeps 5% for root) and go past disk quotas.
+const CAP_SYS_RESOURCE: u32 = 24;
+
+/// Raises (`keep`, if permitted) or drops capability `cap` (below 32) in
+/// this thread's effective set.
+fn set_effective(cap: u32, keep: bool) -> Result<(), i32> {
+    /// `struct __user_cap_header_struct`.
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    /// `struct __user_cap_data_struct`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let errno = || {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EPERM)
+    };
+    // pid 0: the calling thread (capabilities are per thread on Linux).
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: version 3 makes capget write two `Data` records, which the
+    // live array holds; both structs have the kernel's layout.
+    if unsafe { libc::syscall(libc::SYS_capget, &raw mut header, data.as_mut_ptr()) } != 0 {
+        return Err(errno());
+    }
+    let bit = 1u32 << cap;
+    let effective = if keep {
+        data[0].effective | (data[0].permitted & bit)
+    } else {
+        data[0].effective & !bit
+    };
+    if effective == data[0].effective {
+        return Ok(());
+    }
+    data[0].effective = effective;
+    // SAFETY: as above; capset reads the two records and changes only this
+    // thread's effective set, within its permitted set.
+    if unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) } != 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+/// Applies `cred`; `was_root`: whether the identity this replaces was
+/// root's (`None`: unknown), to skip the capability calls when that does
+/// not change.
+fn apply(cred: &Cred, was_root: Option<bool>) -> Result<(), IdentityError> {
     let fail = |errno| IdentityError {
         uid: cred.uid,
         gid: cred.gid,
@@ -137,6 +196,14 @@ fn apply(cred: &Cred) -> Result<(), IdentityError> {
     if !set_fsuid(cred.uid) {
         return Err(fail(libc::EPERM));
     }
+    let root = cred.uid == 0;
+    // knfsd drops CAP_SYS_RESOURCE with the file-system capabilities for
+    // every caller but root (`CAP_NFSD_SET`); `setfsuid` drops only the
+    // latter, so a client could otherwise fill the blocks reserved for root
+    // and ignore its quota.
+    if was_root != Some(root) {
+        set_effective(CAP_SYS_RESOURCE, root).map_err(fail)?;
+    }
     Ok(())
 }
 
@@ -145,13 +212,14 @@ fn apply(cred: &Cred) -> Result<(), IdentityError> {
 /// identity other than the process's own.
 pub fn switch_to(cred: &Cred) -> Result<(), IdentityError> {
     CURRENT.with(|current| {
-        if current.get().is_some_and(|applied| applied.is(cred)) {
+        let previous = current.get();
+        if previous.is_some_and(|applied| applied.is(cred)) {
             return Ok(());
         }
         // Forget the cached identity first: if `apply` fails half-way the thread's
         // real state is unknown and the next call must apply everything again.
         current.set(None);
-        apply(cred)?;
+        apply(cred, previous.map(|p| p.uid == 0))?;
         current.set(Applied::of(cred));
         Ok(())
     })
@@ -253,6 +321,73 @@ mod tests {
         // The other thread's switch never affected this one.
         std::fs::read(&secret).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Whether this thread's effective set holds capability `cap`.
+    fn has_effective(cap: u32) -> bool {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let eff = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .unwrap();
+        u64::from_str_radix(eff.trim(), 16).unwrap() & (1 << cap) != 0
+    }
+
+    fn has_sys_resource() -> bool {
+        has_effective(CAP_SYS_RESOURCE)
+    }
+
+    /// `set_effective` drops and raises a capability of this thread only
+    /// (tried on CAP_NET_BIND_SERVICE, which root here holds even where
+    /// CAP_SYS_RESOURCE is withheld, as in some containers).
+    #[test]
+    fn effective_capabilities_change_per_thread() {
+        const CAP_NET_BIND_SERVICE: u32 = 10;
+        if !has_effective(CAP_NET_BIND_SERVICE) {
+            eprintln!("skipped: no CAP_NET_BIND_SERVICE");
+            return;
+        }
+        std::thread::spawn(|| {
+            set_effective(CAP_NET_BIND_SERVICE, false).unwrap();
+            assert!(!has_effective(CAP_NET_BIND_SERVICE));
+            set_effective(CAP_NET_BIND_SERVICE, true).unwrap();
+            assert!(has_effective(CAP_NET_BIND_SERVICE));
+            set_effective(CAP_NET_BIND_SERVICE, false).unwrap();
+        })
+        .join()
+        .unwrap();
+        assert!(has_effective(CAP_NET_BIND_SERVICE));
+    }
+
+    #[test]
+    fn callers_other_than_root_lose_cap_sys_resource_as_on_knfsd() {
+        if !can_switch() || !has_sys_resource() {
+            eprintln!("skipped: not root with CAP_SYS_RESOURCE");
+            return;
+        }
+        std::thread::spawn(|| {
+            let user = Cred {
+                uid: 4242,
+                gid: 4242,
+                groups: vec![],
+            };
+            switch_to(&user).unwrap();
+            assert!(!has_sys_resource());
+            let other = Cred {
+                uid: 4343,
+                ..user.clone()
+            };
+            switch_to(&other).unwrap();
+            assert!(!has_sys_resource());
+            switch_to(&Cred::root()).unwrap();
+            assert!(has_sys_resource());
+            switch_to(&user).unwrap();
+            assert!(!has_sys_resource());
+        })
+        .join()
+        .unwrap();
+        // Other threads keep it.
+        assert!(has_sys_resource());
     }
 
     #[test]
