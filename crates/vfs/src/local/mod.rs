@@ -172,6 +172,9 @@
 //! - knfsd's owner override (see above) needs root for a descriptor that is
 //!   not cached yet: the open runs with fsuid 0 only for an owner the kernel
 //!   refused. An unprivileged server uses the kernel's checks as they are.
+//!   Such a descriptor carries root's credentials, and it is cached: on a
+//!   file system that acts with the opener's credentials (an NFS or SMB
+//!   mount re-exported), later I/O through it goes out as root.
 //!   knfsd's read-if-executable (READ of a mode 0111 file) is not honoured.
 //! - READDIR cookies are only stable where the file system keeps `d_off` stable
 //!   (not tmpfs before Linux 6.6, nor overlayfs merged directories).
