@@ -30,8 +30,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -431,58 +430,53 @@ pub struct Export {
 }
 
 /// Limits the warnings that refused callers cause to one per
-/// [`RefusalLog::INTERVAL`] per export, counting the ones left out: a client
-/// that is not allowed retries every call, and a line per call would flood
-/// the log (knfsd logs none; this keeps the first and a count).
+/// [`RefusalLog::INTERVAL`] per caller address and export, counting the ones
+/// left out: a client that is not allowed retries every call, and a line per
+/// call would flood the log (knfsd logs none; this keeps each host's first
+/// refusal and then a line now and then). Only refusals take its lock.
 #[derive(Debug)]
 pub struct RefusalLog {
     start: Instant,
-    /// Nanoseconds after `start` before which nothing is logged. Relaxed:
-    /// it orders nothing else, and the compare-exchange lets one caller
-    /// through per interval.
-    next_ns: AtomicU64,
-    /// Refusals not logged since the last one that was. Relaxed: a count.
-    suppressed: AtomicU64,
+    /// Per caller address (`None`: unknown): nanoseconds after `start`
+    /// before which nothing more is logged, and the refusals not logged.
+    hosts: Mutex<HashMap<Option<IpAddr>, (u64, u64)>>,
 }
 
 impl Default for RefusalLog {
     fn default() -> Self {
         Self {
             start: Instant::now(),
-            next_ns: AtomicU64::new(0),
-            suppressed: AtomicU64::new(0),
+            hosts: Mutex::new(HashMap::new()),
         }
     }
 }
 
 impl RefusalLog {
-    /// At most one warning per this long.
+    /// At most one warning per host per this long.
     pub const INTERVAL: Duration = Duration::from_secs(5);
+    /// Most hosts remembered; past it the record starts again (so a flood
+    /// of addresses costs bounded memory and at worst more lines).
+    const MAX_HOSTS: usize = 1024;
 
-    /// Whether to log the refusal being made now; if so, how many refusals
-    /// were left out of the log since the last one logged.
-    pub fn admit(&self) -> Option<u64> {
+    /// Whether to log the refusal of `peer` being made now; if so, how many
+    /// of its refusals were left out of the log since the last one logged.
+    pub fn admit(&self, peer: Option<SocketAddr>) -> Option<u64> {
         let now = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.admit_at(now)
+        self.admit_at(peer.map(|p| p.ip()), now)
     }
 
-    fn admit_at(&self, now_ns: u64) -> Option<u64> {
-        let next = self.next_ns.load(Ordering::Relaxed);
+    fn admit_at(&self, host: Option<IpAddr>, now_ns: u64) -> Option<u64> {
         let interval = u64::try_from(Self::INTERVAL.as_nanos()).unwrap_or(u64::MAX);
-        if now_ns >= next
-            && self
-                .next_ns
-                .compare_exchange(
-                    next,
-                    now_ns.saturating_add(interval),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-        {
-            return Some(self.suppressed.swap(0, Ordering::Relaxed));
+        let mut hosts = self.hosts.lock().unwrap_or_else(PoisonError::into_inner);
+        if hosts.len() >= Self::MAX_HOSTS && !hosts.contains_key(&host) {
+            hosts.clear();
         }
-        self.suppressed.fetch_add(1, Ordering::Relaxed);
+        let (next, not_logged) = hosts.entry(host).or_insert((0, 0));
+        if now_ns >= *next {
+            *next = now_ns.saturating_add(interval);
+            return Some(std::mem::take(not_logged));
+        }
+        *not_logged += 1;
         None
     }
 }
@@ -943,13 +937,20 @@ mod tests {
     fn refusals_are_logged_once_per_interval_with_a_count_of_the_rest() {
         let log = RefusalLog::default();
         let second = 1_000_000_000;
-        assert_eq!(log.admit_at(0), Some(0));
+        let a = Some(IpAddr::from([192, 0, 2, 1]));
+        let b = Some(IpAddr::from([192, 0, 2, 2]));
+        assert_eq!(log.admit_at(a, 0), Some(0));
         for t in 1..=100 {
-            assert_eq!(log.admit_at(t * 10_000_000), None);
+            assert_eq!(log.admit_at(a, t * 10_000_000), None);
         }
-        assert_eq!(log.admit_at(5 * second), Some(100));
-        assert_eq!(log.admit_at(5 * second + 1), None);
-        assert_eq!(log.admit_at(20 * second), Some(1));
-        assert_eq!(log.admit_at(20 * second), None);
+        // Another host's first refusal is logged although a is noisy.
+        assert_eq!(log.admit_at(b, 2 * second), Some(0));
+        assert_eq!(log.admit_at(b, 3 * second), None);
+        assert_eq!(log.admit_at(a, 5 * second), Some(100));
+        assert_eq!(log.admit_at(a, 5 * second + 1), None);
+        assert_eq!(log.admit_at(a, 20 * second), Some(1));
+        assert_eq!(log.admit_at(a, 20 * second), None);
+        assert_eq!(log.admit_at(b, 20 * second), Some(1));
+        assert_eq!(log.admit_at(None, 20 * second), Some(0));
     }
 }

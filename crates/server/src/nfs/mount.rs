@@ -142,7 +142,7 @@ impl MountService {
             return Mountres3::Fail(Mountstat3::Noent);
         };
         if let Err(refusal) = export.options.check(ctx.peer) {
-            if let Some(not_logged) = export.refusals.admit() {
+            if let Some(not_logged) = export.refusals.admit(ctx.peer) {
                 tracing::warn!(peer = ?ctx.peer, path = ?shown, not_logged, "MNT refused: {refusal}");
             }
             return Mountres3::Fail(Mountstat3::Acces);

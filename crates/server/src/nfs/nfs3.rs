@@ -190,13 +190,13 @@ impl NfsService {
             note::export(export.id);
         }
         if let Err(refusal) = export.options.check(ctx.peer) {
-            if let Some(not_logged) = export.refusals.admit() {
+            if let Some(not_logged) = export.refusals.admit(ctx.peer) {
                 tracing::warn!(
                     peer = ?ctx.peer,
                     export = %export.mount_path,
                     not_logged,
-                    "refused NFS call: {refusal} (one such line per export every 5 s; \
-                     `not_logged` counts the refusals since the last)"
+                    "refused NFS call: {refusal} (one such line per host and export every \
+                     5 s; `not_logged` counts the refusals since the last)"
                 );
             }
             return Err(Nfsstat3::Acces);
