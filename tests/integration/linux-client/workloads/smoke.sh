@@ -110,6 +110,13 @@ no_ "uid 1000 cannot list a 0700 root dir" as_user ls "$T/private"
 mkdir "$T/public"; chmod 1777 "$T/public"
 yes_ "uid 1000 creates in a 1777 dir" as_user sh -c "echo mine > '$T/public/userfile'"
 eq "file created by uid 1000 is owned by it" "$(stat -c %u:%g "$T/public/userfile")" "1000:1000"
+# A file created read-only is written through the descriptor that made it
+# (tar, cp -p, git): the server's owner override. (Here the server still holds
+# the descriptor its CREATE opened; the local backend's tests cover a fresh
+# open.)
+yes_ "uid 1000 writes a file it creates 0444" as_user sh -c "umask 222; echo made-ro > '$T/public/ro-made'"
+drop
+eq "the 0444 file holds what was written" "$(cat "$T/public/ro-made" 2>&1) $(stat -c %a "$T/public/ro-made")" "made-ro 444"
 
 # --- SYMLINK, READLINK
 yes_ "symlink (SYMLINK)" ln -s small "$T/sym"
