@@ -1455,3 +1455,79 @@ fn two_sources_of_one_name_are_not_both_copied_to_it() {
     assert!(fs::read(s.path("x")).unwrap() == one);
     assert!(fs::read(s.path("b/x")).unwrap() == two);
 }
+
+/// A file of `len` bytes with `head` at its start and `tail` at its end,
+/// holes between.
+fn write_sparse(path: &Path, len: u64, head: &[u8], tail: &[u8]) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = fs::File::create(path).unwrap();
+    f.write_all(head).unwrap();
+    f.set_len(len).unwrap();
+    f.seek(SeekFrom::Start(len - tail.len() as u64)).unwrap();
+    f.write_all(tail).unwrap();
+}
+
+/// Bytes allocated to `path`.
+fn allocated(path: &Path) -> u64 {
+    fs::metadata(path).unwrap().blocks() * 512
+}
+
+#[test]
+fn cp_keeps_the_holes_of_sparse_files() {
+    let s = Server::start("sparse");
+    let local = TempDir::new("sparse-local");
+    const LEN: u64 = 64 << 20;
+    let (head, tail) = (data(100_000, 5), data(70_000, 6));
+    let src = local.path("sparse.img");
+    write_sparse(&src, LEN, &head, &tail);
+    // Where holes cannot be made, the test cannot tell anything.
+    assert!(allocated(&src) < 1 << 20, "no holes in {}", src.display());
+    // A file ending in a hole: the copy's size is set, not written.
+    let open_end = local.path("open-end.img");
+    write_sparse(&open_end, LEN, &head, &[]);
+    // Blocks of zeros among data, in a file with holes.
+    let mut mixed = data(1 << 20, 8);
+    mixed[4096..3 * 4096].fill(0);
+    let mixed_src = local.path("mixed.img");
+    write_sparse(&mixed_src, LEN, &mixed, &tail);
+    // A file without holes stays without, zeros and all (GNU --sparse=auto).
+    let dense = local.path("dense.img");
+    write(&dense, &vec![0; 1 << 20], 0o644);
+
+    for name in ["sparse.img", "open-end.img", "mixed.img", "dense.img"] {
+        let from = local.path(name);
+        let bytes = fs::read(&from).unwrap();
+        // Overwriting a file without holes, too.
+        write(&s.path(name), &data(2 << 20, 9), 0o644);
+        ok(&["cp", from.to_str().unwrap(), &s.url(name)]);
+        let up = s.path(name);
+        assert!(
+            fs::read(&up).unwrap() == bytes,
+            "{name}: uploaded bytes differ"
+        );
+        let back = local.path(&format!("back-{name}"));
+        ok(&["cp", &s.url(name), back.to_str().unwrap()]);
+        assert!(
+            fs::read(&back).unwrap() == bytes,
+            "{name}: downloaded bytes differ"
+        );
+        let copy = format!("copy-{name}");
+        ok(&["cp", &s.url(name), &s.url(&copy)]);
+        assert!(
+            fs::read(s.path(&copy)).unwrap() == bytes,
+            "{name}: server copy differs"
+        );
+        for (what, p) in [
+            ("upload", up),
+            ("download", back),
+            ("server copy", s.path(&copy)),
+        ] {
+            let used = allocated(&p);
+            if name == "dense.img" {
+                assert!(used >= 1 << 20, "{name}: {what} has holes: {used}");
+            } else {
+                assert!(used < 4 << 20, "{name}: {what} filled in: {used} bytes");
+            }
+        }
+    }
+}

@@ -38,7 +38,9 @@ pub(crate) const CP_ABOUT: &str = concat!(
      owner and group where they may be set (as root); where they are not, the \
      set-uid and set-gid bits are dropped (and a file's sticky bit). With -r \
      symbolic links are copied as links; without it they are followed. Device \
-     files, sockets and FIFOs are skipped.
+     files, sockets and FIFOs are skipped. A file with holes (fewer blocks \
+     than its size needs) is copied with holes, as GNU cp --sparse=auto: its \
+     holes and its blocks of zeros are not written.
 
 Regular files are copied -j at a time (4 by default), each with reads and \
      writes kept in flight; NFS writes are UNSTABLE and committed when the file \
@@ -174,6 +176,8 @@ struct Meta {
     kind: Kind,
     mode: u32,
     size: u64,
+    /// Bytes allocated (st_blocks * 512, an NFS file's `used`).
+    used: u64,
     uid: u32,
     gid: u32,
     atime: SystemTime,
@@ -196,6 +200,7 @@ impl Meta {
             },
             mode: a.mode & 0o7777,
             size: a.size,
+            used: a.used,
             uid: a.uid,
             gid: a.gid,
             atime: time(a.atime),
@@ -218,12 +223,19 @@ impl Meta {
             },
             mode: m.mode() & 0o7777,
             size: m.len(),
+            used: m.blocks().saturating_mul(512),
             uid: m.uid(),
             gid: m.gid(),
             atime: m.accessed().unwrap_or(UNIX_EPOCH),
             mtime: m.modified().unwrap_or(UNIX_EPOCH),
             id: (m.dev(), m.ino()),
         }
+    }
+
+    /// Whether the file has fewer blocks than its size needs: it has
+    /// holes, which its copy keeps (GNU cp's `--sparse=auto` heuristic).
+    fn probably_sparse(&self) -> bool {
+        self.used / 512 < self.size / 512
     }
 }
 
@@ -1003,7 +1015,8 @@ impl Copier<'_> {
             }
         };
         let mut buf = vec![0; chunk];
-        match pump(&mut reader, &mut writer, &mut buf, |n| bar.inc(n)) {
+        let holes = src.meta.probably_sparse();
+        match pump(&mut reader, &mut writer, &mut buf, holes, |n| bar.inc(n)) {
             Ok(()) => {}
             Err(Side::Read(e)) => {
                 self.fail(format_args!("error reading '{}': {e}", src.shown));
@@ -1690,6 +1703,7 @@ mod tests {
             kind,
             mode,
             size: 0,
+            used: 0,
             uid: 0,
             gid: 0,
             atime: UNIX_EPOCH,

@@ -2,8 +2,11 @@
 //! [`NfsFile`] (read-ahead, write-behind, COMMIT at close).
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
+
+use nix::errno::Errno;
+use nix::unistd::{lseek, Whence};
 
 use rnfs_client::{DirtyBudget, IoConfig, NfsFile, Session};
 use rnfs_nfs3::{Fattr3, FileHandle, Nfsstat3};
@@ -60,12 +63,37 @@ impl Reader {
             }
         }
     }
+
+    /// Moves past a hole at the read position, if the source can tell
+    /// where its holes are (a local file: SEEK_DATA), to the next data or
+    /// the end of the file; the new position. NFSv3 cannot tell: an NFS
+    /// source stays where it is.
+    fn skip_hole(&mut self, pos: u64) -> Result<u64, Error> {
+        let Self::Local(f) = self else {
+            return Ok(pos);
+        };
+        let Ok(at) = i64::try_from(pos) else {
+            return Ok(pos);
+        };
+        match lseek(&*f, at, Whence::SeekData) {
+            Ok(data) => Ok(u64::try_from(data).unwrap_or(pos).max(pos)),
+            // No data after `pos`: a hole up to the end of the file.
+            Err(Errno::ENXIO) => {
+                let end = f.metadata()?.len().max(pos);
+                f.seek(SeekFrom::Start(end))?;
+                Ok(end)
+            }
+            // A file system without SEEK_DATA: read on.
+            Err(Errno::EINVAL | Errno::EOPNOTSUPP) => Ok(pos),
+            Err(e) => Err(Error::Errno(e as i32)),
+        }
+    }
 }
 
 /// Writes a file from its start.
 #[derive(Debug)]
 pub(crate) enum Writer {
-    /// A local file.
+    /// A local file (written at its file position).
     Local(File),
     /// An NFS file (with write-behind) and the next offset.
     Nfs(Box<NfsFile>, u64),
@@ -91,6 +119,29 @@ impl Writer {
         }
     }
 
+    /// Leaves a hole of `len` bytes: the next data goes after it.
+    fn skip(&mut self, len: u64) -> Result<(), Error> {
+        match self {
+            Self::Local(f) => {
+                let len = i64::try_from(len).map_err(|_| Error::Errno(Errno::EFBIG as i32))?;
+                f.seek(SeekFrom::Current(len))?;
+            }
+            Self::Nfs(_, offset) => *offset += len,
+        }
+        Ok(())
+    }
+
+    /// Sets the file's size to `len` (a hole at its end is made so).
+    fn set_len(&mut self, len: u64) -> Result<(), Error> {
+        match self {
+            Self::Local(f) => f.set_len(len)?,
+            Self::Nfs(file, _) => {
+                file.truncate(len)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Makes everything written stable on the server (an NFS file's
     /// close: flush, COMMIT, and resend what a server restart lost) and
     /// closes the file. Local files are left to the page cache, as cp does,
@@ -109,22 +160,84 @@ impl Writer {
     }
 }
 
-/// Copies `reader` to `writer` through `buf`, calling `progress` with each
-/// amount written. Errors say which side failed.
+/// The unit of holes made in a copy: an aligned block of zeros this long
+/// (or the zeros of a block the end of the file cuts) is not written.
+const HOLE_BLOCK: u64 = 4096;
+
+/// Copies `reader` to `writer` (an empty file) through `buf`, calling
+/// `progress` with each amount copied. With `holes` (a sparse source, as
+/// GNU cp's `--sparse=auto` tells one), holes of a local source are skipped
+/// without reading them, blocks of zeros are not written, and the size is
+/// set at the end, so that the copy has holes where the source has (and
+/// where it has blocks of zeros). Errors say which side failed.
 pub(crate) fn pump(
     reader: &mut Reader,
     writer: &mut Writer,
     buf: &mut [u8],
+    holes: bool,
     mut progress: impl FnMut(u64),
 ) -> Result<(), Side> {
+    // The source's bytes consumed, and whether the copy ends in a hole.
+    let mut pos = 0u64;
+    let mut in_hole = false;
     loop {
+        if holes {
+            let data = reader.skip_hole(pos).map_err(Side::Read)?;
+            if data > pos {
+                writer.skip(data - pos).map_err(Side::Write)?;
+                progress(data - pos);
+                pos = data;
+                in_hole = true;
+            }
+        }
         let n = reader.read(buf).map_err(Side::Read)?;
         if n == 0 {
-            return Ok(());
+            break;
         }
-        writer.write_all(&buf[..n]).map_err(Side::Write)?;
+        let chunk = &buf[..n];
+        if holes {
+            in_hole = write_sparse(writer, pos, chunk, in_hole).map_err(Side::Write)?;
+        } else {
+            writer.write_all(chunk).map_err(Side::Write)?;
+        }
+        pos += n as u64;
         progress(n as u64);
     }
+    if in_hole {
+        writer.set_len(pos).map_err(Side::Write)?;
+    }
+    Ok(())
+}
+
+/// Writes `data`, which is at `pos` in the file, but for its aligned
+/// blocks of zeros, which are skipped; runs of other blocks are written
+/// whole. Whether the file then ends in a hole (`in_hole` if `data` is
+/// empty).
+fn write_sparse(writer: &mut Writer, pos: u64, data: &[u8], in_hole: bool) -> Result<bool, Error> {
+    let mut in_hole = in_hole;
+    // The start of the run of data blocks not yet written.
+    let mut run = 0;
+    let mut at = 0;
+    while at < data.len() {
+        let into = usize::try_from((pos + at as u64) % HOLE_BLOCK).unwrap_or(0);
+        let block_len = (HOLE_BLOCK as usize - into).min(data.len() - at);
+        let block = &data[at..at + block_len];
+        if block.iter().all(|&b| b == 0) {
+            if run < at {
+                writer.write_all(&data[run..at])?;
+            }
+            writer.skip(block_len as u64)?;
+            run = at + block_len;
+            in_hole = true;
+        } else {
+            in_hole = false;
+        }
+        at += block_len;
+    }
+    if run < data.len() {
+        writer.write_all(&data[run..])?;
+    }
+    Ok(in_hole)
 }
 
 /// Which end of a copy failed.
