@@ -1531,3 +1531,126 @@ fn cp_keeps_the_holes_of_sparse_files() {
         }
     }
 }
+
+/// The type and device numbers of `path`, as `ls -l` shows them.
+fn special_kind(path: &Path) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let m = fs::symlink_metadata(path).unwrap();
+    let ft = m.file_type();
+    let dev = m.rdev();
+    // Linux's encoding of major and minor numbers.
+    let (major, minor) = ((dev >> 8) & 0xfff, (dev & 0xff) | ((dev >> 12) & 0xfff00));
+    if ft.is_fifo() {
+        "fifo".into()
+    } else if ft.is_socket() {
+        "socket".into()
+    } else if ft.is_char_device() {
+        format!("char {major},{minor}")
+    } else if ft.is_block_device() {
+        format!("block {major},{minor}")
+    } else {
+        format!("{ft:?}")
+    }
+}
+
+#[test]
+fn cp_r_and_mv_make_special_files_anew() {
+    let s = Server::start("special");
+    let local = TempDir::new("special-local");
+    let tree = local.path("tree");
+    fs::create_dir(&tree).unwrap();
+    let mkfifo = |p: &Path| {
+        let st = std::process::Command::new("mkfifo")
+            .arg(p)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    mkfifo(&tree.join("fifo"));
+    fs::set_permissions(tree.join("fifo"), fs::Permissions::from_mode(0o640)).unwrap();
+    let _sock = std::os::unix::net::UnixListener::bind(tree.join("sock")).unwrap();
+    write(&tree.join("file"), b"data", 0o644);
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        let st = std::process::Command::new("mknod")
+            .arg(tree.join("null"))
+            .args(["c", "1", "3"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let mut want = vec![("fifo", "fifo".to_owned()), ("sock", "socket".to_owned())];
+    if root {
+        want.push(("null", "char 1,3".to_owned()));
+    }
+
+    // local -> NFS, NFS -> local (-p), NFS -> NFS.
+    ok(&["cp", "-r", tree.to_str().unwrap(), &s.url("up")]);
+    let back = local.path("back");
+    ok(&["cp", "-rp", &s.url("up"), back.to_str().unwrap()]);
+    ok(&["cp", "-r", &s.url("up"), &s.url("copy")]);
+    for (name, kind) in &want {
+        for dir in [s.path("up"), back.clone(), s.path("copy")] {
+            assert_eq!(&special_kind(&dir.join(name)), kind, "{}", dir.display());
+        }
+    }
+    assert_eq!(fs::read(back.join("file")).unwrap(), b"data");
+    let fifo = fs::metadata(back.join("fifo")).unwrap();
+    assert_eq!(fifo.mode() & 0o7777, 0o640);
+    let up = fs::metadata(s.path("up/fifo")).unwrap();
+    assert_eq!(
+        (fifo.mtime(), fifo.mtime_nsec()),
+        (up.mtime(), up.mtime_nsec())
+    );
+
+    // Over an existing file, it is replaced.
+    write(&s.path("over"), b"old", 0o644);
+    ok(&[
+        "cp",
+        "-r",
+        tree.join("fifo").to_str().unwrap(),
+        &s.url("over"),
+    ]);
+    assert_eq!(special_kind(&s.path("over")), "fifo");
+
+    // mv between file systems moves them, both ways.
+    ok(&["mv", &s.url("copy"), local.path("moved").to_str().unwrap()]);
+    assert!(!s.path("copy").exists());
+    ok(&["mv", back.to_str().unwrap(), &s.url("moved")]);
+    assert!(!back.exists());
+    for (name, kind) in &want {
+        assert_eq!(&special_kind(&local.path("moved").join(name)), kind);
+        assert_eq!(&special_kind(&s.path("moved").join(name)), kind);
+    }
+
+    // Without -r they are refused, as a plain cp reading one would be.
+    let r = run(&["cp", tree.join("fifo").to_str().unwrap(), &s.url("plain")]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(!s.path("plain").exists());
+
+    // Who may not make a device is told so, as GNU cp tells it; the rest
+    // is copied.
+    if root && Path::new("/usr/bin/setpriv").exists() {
+        let open = local.path("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let dest = open.join("t");
+        let out = std::process::Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_rnfs"))
+            .args(["cp", "-r", &s.url("up"), dest.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(
+            err,
+            format!(
+                "rnfs cp: cannot create special file '{}/null': Operation not permitted\n",
+                dest.display()
+            )
+        );
+        assert_eq!(special_kind(&dest.join("fifo")), "fifo");
+        assert_eq!(fs::read(dest.join("file")).unwrap(), b"data");
+    }
+}

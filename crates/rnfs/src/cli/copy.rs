@@ -21,7 +21,10 @@ use clap::Args;
 use indicatif::ProgressBar;
 use nix::errno::Errno;
 use rnfs_client::{DirtyBudget, NfsError};
-use rnfs_nfs3::{CreateHow3, Fattr3, FileHandle, Ftype3, Nfsstat3, Nfstime3, Sattr3, SetTime};
+use rnfs_nfs3::{
+    CreateHow3, Devicedata3, Fattr3, FileHandle, Ftype3, Mknoddata3, Nfsstat3, Nfstime3, Sattr3,
+    SetTime, Specdata3,
+};
 
 use super::format::umask;
 use super::remote::{child_shown, join_path, lookup, read_dir, resolve, Error, Target};
@@ -37,8 +40,9 @@ pub(crate) const CP_ABOUT: &str = concat!(
      less the umask, and with -p the source's exact mode and times, and its \
      owner and group where they may be set (as root); where they are not, the \
      set-uid and set-gid bits are dropped (and a file's sticky bit). With -r \
-     symbolic links are copied as links; without it they are followed. Device \
-     files, sockets and FIFOs are skipped. A file with holes (fewer blocks \
+     symbolic links are copied as links; without it they are followed, and \
+     FIFOs, sockets and device files are refused; with it they are made anew \
+     (device files only where the caller may make them: as root). A file with holes (fewer blocks \
      than its size needs) is copied with holes, as GNU cp --sparse=auto: its \
      holes and its blocks of zeros are not written.
 
@@ -167,7 +171,57 @@ enum Kind {
     File,
     Dir,
     Symlink,
+    /// A FIFO, socket or device: made anew by a recursive copy.
+    Special(Special),
+    /// A type not known here.
     Other,
+}
+
+/// A special file, as mknod(2) makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Special {
+    Fifo,
+    Socket,
+    /// A character device: major and minor numbers.
+    Char(u32, u32),
+    /// A block device: major and minor numbers.
+    Block(u32, u32),
+}
+
+impl Special {
+    /// What GNU cp calls it in "cannot create ..." messages.
+    fn what(self) -> &'static str {
+        match self {
+            Self::Fifo => "fifo",
+            _ => "special file",
+        }
+    }
+
+    fn of_local(m: &fs::Metadata) -> Option<Self> {
+        use std::os::unix::fs::FileTypeExt;
+        let ft = m.file_type();
+        let dev = || {
+            let rdev = m.rdev();
+            let num = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+            (
+                num(nix::sys::stat::major(rdev)),
+                num(nix::sys::stat::minor(rdev)),
+            )
+        };
+        if ft.is_fifo() {
+            Some(Self::Fifo)
+        } else if ft.is_socket() {
+            Some(Self::Socket)
+        } else if ft.is_char_device() {
+            let (major, minor) = dev();
+            Some(Self::Char(major, minor))
+        } else if ft.is_block_device() {
+            let (major, minor) = dev();
+            Some(Self::Block(major, minor))
+        } else {
+            None
+        }
+    }
 }
 
 /// What cp needs of an object's attributes, local or NFS.
@@ -196,7 +250,10 @@ impl Meta {
                 Ftype3::Reg => Kind::File,
                 Ftype3::Dir => Kind::Dir,
                 Ftype3::Lnk => Kind::Symlink,
-                _ => Kind::Other,
+                Ftype3::Fifo => Kind::Special(Special::Fifo),
+                Ftype3::Sock => Kind::Special(Special::Socket),
+                Ftype3::Chr => Kind::Special(Special::Char(a.rdev.specdata1, a.rdev.specdata2)),
+                Ftype3::Blk => Kind::Special(Special::Block(a.rdev.specdata1, a.rdev.specdata2)),
             },
             mode: a.mode & 0o7777,
             size: a.size,
@@ -219,7 +276,7 @@ impl Meta {
             } else if ft.is_symlink() {
                 Kind::Symlink
             } else {
-                Kind::Other
+                Special::of_local(m).map_or(Kind::Other, Kind::Special)
             },
             mode: m.mode() & 0o7777,
             size: m.len(),
@@ -403,6 +460,63 @@ impl Place {
                     .nfs()
                     .symlink(dir_fh, name, to, &Sattr3::default())?;
                 Ok(())
+            }
+        }
+    }
+
+    /// Makes the special file `what` at this name with permissions `mode`.
+    fn mknod(&self, what: Special, mode: u32) -> Result<Node, Error> {
+        match self {
+            Self::Local(p) => {
+                use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+                let perm = Mode::from_bits_truncate(mode & 0o777);
+                let made = match what {
+                    Special::Fifo => nix::unistd::mkfifo(p.as_path(), perm),
+                    Special::Socket => mknod(p.as_path(), SFlag::S_IFSOCK, perm, 0),
+                    Special::Char(major, minor) => mknod(
+                        p.as_path(),
+                        SFlag::S_IFCHR,
+                        perm,
+                        makedev(major.into(), minor.into()),
+                    ),
+                    Special::Block(major, minor) => mknod(
+                        p.as_path(),
+                        SFlag::S_IFBLK,
+                        perm,
+                        makedev(major.into(), minor.into()),
+                    ),
+                };
+                made.map_err(|e| Error::Errno(e as i32))?;
+                Ok(Node::Local(p.clone()))
+            }
+            Self::Nfs { dir, dir_fh, name } => {
+                let nfs = dir.session.nfs();
+                let attrs = Sattr3 {
+                    mode: Some(mode & 0o777),
+                    ..Sattr3::default()
+                };
+                let device = |major, minor| Devicedata3 {
+                    dev_attributes: attrs,
+                    spec: Specdata3 {
+                        specdata1: major,
+                        specdata2: minor,
+                    },
+                };
+                let data = match what {
+                    Special::Fifo => Mknoddata3::Fifo(attrs),
+                    Special::Socket => Mknoddata3::Sock(attrs),
+                    Special::Char(major, minor) => Mknoddata3::Chr(device(major, minor)),
+                    Special::Block(major, minor) => Mknoddata3::Blk(device(major, minor)),
+                };
+                let created = nfs.mknod(dir_fh, name, data)?;
+                let fh = match created.handle {
+                    Some(fh) => fh,
+                    None => nfs.lookup(dir_fh, name)?.0,
+                };
+                Ok(Node::Nfs {
+                    target: dir.with_path(self.nfs_path()),
+                    fh,
+                })
             }
         }
     }
@@ -808,7 +922,14 @@ impl Copier<'_> {
                 }
                 made
             }
-            Kind::Other => {
+            Kind::Special(what) if self.recursive => {
+                let made = self.copy_special(src, what, dst, dst_shown, existing);
+                if made {
+                    plan.made.insert(key);
+                }
+                made
+            }
+            Kind::Special(_) | Kind::Other => {
                 self.fail(format_args!(
                     "cannot copy special file '{}': {}",
                     src.shown,
@@ -917,6 +1038,55 @@ impl Copier<'_> {
                 false
             }
         }
+    }
+
+    /// Makes the special file `src` (a FIFO, socket or device) anew at
+    /// `dst`, as GNU cp -R does: a non-directory there is removed first.
+    fn copy_special(
+        &self,
+        src: &Obj,
+        what: Special,
+        dst: &Place,
+        dst_shown: &str,
+        existing: Option<Obj>,
+    ) -> bool {
+        if let Some(e) = existing {
+            if e.meta.kind == Kind::Dir {
+                self.fail(format_args!(
+                    "cannot overwrite directory '{dst_shown}' with non-directory"
+                ));
+                return false;
+            }
+            if e.same_file(src) {
+                self.fail(format_args!(
+                    "'{}' and '{dst_shown}' are the same file",
+                    src.shown
+                ));
+                return false;
+            }
+            if let Err(e) = dst.remove() {
+                self.fail(format_args!("cannot remove '{dst_shown}': {e}"));
+                return false;
+            }
+        }
+        let node = match dst.mknod(what, self.new_file_mode(&src.meta)) {
+            Ok(node) => node,
+            Err(e) => {
+                self.fail(format_args!(
+                    "cannot create {} '{dst_shown}': {e}",
+                    what.what()
+                ));
+                return false;
+            }
+        };
+        if self.verbose {
+            self.ctx
+                .say(format_args!("'{}' -> '{dst_shown}'", src.shown));
+        }
+        if self.preserve {
+            return self.set_attrs(&node, dst_shown, &src.meta, false, None);
+        }
+        true
     }
 
     /// Copies the planned files, `jobs` at a time, then fixes directories.
@@ -1081,10 +1251,8 @@ impl Copier<'_> {
                     self.new_file_mode(src)
                 };
                 if self.preserve && !times_done {
-                    let times = FileTimes::new()
-                        .set_accessed(src.atime)
-                        .set_modified(src.mtime);
-                    if let Err(e) = File::open(p).and_then(|f| f.set_times(times)) {
+                    // By name: opening a FIFO would wait for a writer.
+                    if let Err(e) = set_times_at(p, [src.atime, src.mtime]) {
                         self.fail(format_args!(
                             "preserving times for '{shown}': {}",
                             Error::Io(e)
@@ -1142,6 +1310,22 @@ impl Copier<'_> {
         }
         self.set_attrs(&dir.node, &dir.shown, &dir.src, false, dir.owner)
     }
+}
+
+/// Sets the access and modification times of the object at `p` (a
+/// symbolic link followed) by name, without opening it.
+fn set_times_at(p: &Path, [atime, mtime]: [SystemTime; 2]) -> io::Result<()> {
+    use nix::sys::stat::{utimensat, UtimensatFlags};
+    use nix::sys::time::TimeSpec;
+    let spec = |t: SystemTime| TimeSpec::from(t.duration_since(UNIX_EPOCH).unwrap_or_default());
+    utimensat(
+        nix::fcntl::AT_FDCWD,
+        p,
+        &spec(atime),
+        &spec(mtime),
+        UtimensatFlags::FollowSymlink,
+    )
+    .map_err(io::Error::from)
 }
 
 /// Gives the local copy `p` the owner and group of `src`, as GNU cp -p:
@@ -1414,10 +1598,10 @@ pub(crate) fn run_cp(ctx: &Ctx, args: &CpArgs) {
             }
         };
         if let Some(e) = slash_refuses(&dest, &place, obj.meta.kind) {
-            let what = if obj.meta.kind == Kind::Symlink {
-                "symbolic link"
-            } else {
-                "regular file"
+            let what = match obj.meta.kind {
+                Kind::Symlink => "symbolic link",
+                Kind::Special(what) => what.what(),
+                _ => "regular file",
             };
             copier.fail(format_args!("cannot create {what} '{shown}': {e}"));
             continue;
@@ -1447,7 +1631,7 @@ fn slash_refuses(dest: &Dest, place: &Place, kind: Kind) -> Option<Error> {
     match kind {
         Kind::File => Some(Error::Errno(Errno::ENOTDIR as i32)),
         // symlink(2) fails so on a name ending in `/`.
-        Kind::Symlink => Some(Error::Errno(Errno::ENOENT as i32)),
+        Kind::Symlink | Kind::Special(_) => Some(Error::Errno(Errno::ENOENT as i32)),
         Kind::Dir | Kind::Other => None,
     }
 }
