@@ -1654,3 +1654,66 @@ fn cp_r_and_mv_make_special_files_anew() {
         assert_eq!(fs::read(dest.join("file")).unwrap(), b"data");
     }
 }
+
+#[test]
+fn mv_between_file_systems_keeps_hard_links() {
+    let s = Server::start("mvlinks");
+    let local = TempDir::new("mvlinks-local");
+    let t = local.path("t");
+    fs::create_dir_all(t.join("sub")).unwrap();
+    write(&t.join("a"), &data(300_000, 1), 0o644);
+    fs::hard_link(t.join("a"), t.join("b")).unwrap();
+    fs::hard_link(t.join("a"), t.join("sub/c")).unwrap();
+    // A second source, another name of the same file.
+    fs::hard_link(t.join("a"), local.path("x")).unwrap();
+    write(&t.join("lone"), b"lone", 0o644);
+    let names = ["t/a", "t/b", "t/sub/c", "x"];
+    let ino = |root: &Path| -> Vec<(u64, u64)> {
+        names
+            .iter()
+            .map(|n| {
+                let m = fs::metadata(root.join(n)).unwrap();
+                (m.ino(), m.nlink())
+            })
+            .collect()
+    };
+
+    // cp -r copies each name apart, as GNU cp without -a.
+    ok(&["cp", "-r", t.to_str().unwrap(), &s.url("cp")]);
+    assert_ne!(
+        fs::metadata(s.path("cp/a")).unwrap().ino(),
+        fs::metadata(s.path("cp/b")).unwrap().ino()
+    );
+
+    // x first, over a file there: it is copied beside it and renamed
+    // over it; t's names are links to it.
+    fs::create_dir(s.path("dest")).unwrap();
+    write(&s.path("dest/x"), b"old", 0o644);
+    ok(&[
+        "mv",
+        local.path("x").to_str().unwrap(),
+        t.to_str().unwrap(),
+        &s.url("dest"),
+    ]);
+    assert!(!t.exists() && !local.path("x").exists());
+    let on_server = ino(&s.path("dest"));
+    assert!(
+        on_server.iter().all(|i| *i == (on_server[0].0, 4)),
+        "{on_server:?}"
+    );
+    assert_eq!(fs::read(s.path("dest/x")).unwrap(), data(300_000, 1));
+    assert_eq!(fs::metadata(s.path("dest/t/lone")).unwrap().nlink(), 1);
+
+    // And back, NFS -> local.
+    let back = local.path("back");
+    fs::create_dir(&back).unwrap();
+    ok(&[
+        "mv",
+        &s.url("dest/t"),
+        &s.url("dest/x"),
+        back.to_str().unwrap(),
+    ]);
+    let here = ino(&back);
+    assert!(here.iter().all(|i| *i == (here[0].0, 4)), "{here:?}");
+    assert_eq!(fs::read(back.join("t/sub/c")).unwrap(), data(300_000, 1));
+}

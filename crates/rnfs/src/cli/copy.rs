@@ -6,7 +6,7 @@
 //! then `-j` threads copy the files, each streaming one file at a time; last,
 //! directories get their final mode (and with -p their times), deepest first.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::io;
@@ -14,7 +14,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
@@ -73,7 +73,8 @@ pub(crate) const MV_ABOUT: &str = concat!(
     "Rename SOURCE to DEST, or move each SOURCE into DIRECTORY. Within one \
      export this is one RENAME (atomic; replaces an existing DEST as rename(2) \
      does). Across exports, servers, or between NFS and local paths, mv copies \
-     the tree with its modes and times, then removes the source, as mv between \
+     the tree with its modes and times, and the hard links among the files \
+     moved, then removes the source, as mv between \
      file systems does; the source is kept if any part of the copy failed.
 
 Exit status: 0 if everything was moved, 1 otherwise.",
@@ -232,6 +233,8 @@ struct Meta {
     size: u64,
     /// Bytes allocated (st_blocks * 512, an NFS file's `used`).
     used: u64,
+    /// Names the object has (hard links).
+    nlink: u32,
     uid: u32,
     gid: u32,
     atime: SystemTime,
@@ -258,6 +261,7 @@ impl Meta {
             mode: a.mode & 0o7777,
             size: a.size,
             used: a.used,
+            nlink: a.nlink,
             uid: a.uid,
             gid: a.gid,
             atime: time(a.atime),
@@ -281,6 +285,7 @@ impl Meta {
             mode: m.mode() & 0o7777,
             size: m.len(),
             used: m.blocks().saturating_mul(512),
+            nlink: u32::try_from(m.nlink()).unwrap_or(u32::MAX),
             uid: m.uid(),
             gid: m.gid(),
             atime: m.accessed().unwrap_or(UNIX_EPOCH),
@@ -461,6 +466,26 @@ impl Place {
                     .symlink(dir_fh, name, to, &Sattr3::default())?;
                 Ok(())
             }
+        }
+    }
+
+    /// Makes this name a hard link to the object at `first`.
+    fn link_to(&self, first: &Place) -> Result<(), Error> {
+        match (self, first) {
+            (Self::Local(p), Self::Local(f)) => Ok(fs::hard_link(f, p)?),
+            (
+                Self::Nfs { dir, dir_fh, name },
+                Self::Nfs {
+                    dir: first_dir,
+                    dir_fh: first_dir_fh,
+                    name: first_name,
+                },
+            ) if Arc::ptr_eq(&dir.session, &first_dir.session) => {
+                let (fh, _) = dir.session.nfs().lookup(first_dir_fh, first_name)?;
+                dir.session.nfs().link(&fh, dir_fh, name)?;
+                Ok(())
+            }
+            _ => Err(Error::Errno(Errno::EXDEV as i32)),
         }
     }
 
@@ -691,6 +716,8 @@ fn preserved_mode(src: &Meta, owner_kept: bool) -> u32 {
 #[derive(Debug, Default)]
 struct Plan {
     files: Vec<FileJob>,
+    /// Names made as hard links once the files are copied.
+    links: Vec<LinkJob>,
     dirs: Vec<DirFix>,
     bytes: u64,
     /// Where non-directories are made (or to be): GNU cp will not
@@ -716,6 +743,24 @@ struct Copier<'a> {
     progress: bool,
     verbose: bool,
     umask: u32,
+    /// Hard links among the sources are kept (mv, as GNU mv): where the
+    /// first name of each source with several names was copied to.
+    links: Option<Mutex<HashMap<SourceId, (Place, String)>>>,
+}
+
+/// Which object a source is, across the command's sources: the server
+/// (empty for a local file) and (fsid, fileid) or (dev, ino).
+type SourceId = (String, (u64, u64));
+
+/// A name to make as a hard link to a copy made before.
+#[derive(Debug)]
+struct LinkJob {
+    /// Where the first name was copied to, and how it is shown.
+    first: (Place, String),
+    dst: Place,
+    dst_shown: String,
+    /// The non-directory at `dst`, to replace.
+    existing: Option<Obj>,
 }
 
 /// Splits operands into sources and destination (`-t` or the last one).
@@ -875,8 +920,26 @@ impl Copier<'_> {
                 return false;
             }
         };
-        match src.meta.kind {
-            Kind::Dir => self.walk_dir(src, dst, dst_shown, existing, plan),
+        if src.meta.kind != Kind::Dir {
+            if let Some(first) = self.first_copy(src) {
+                if existing.as_ref().is_some_and(|e| e.meta.kind == Kind::Dir) {
+                    self.fail(format_args!(
+                        "cannot overwrite directory '{dst_shown}' with non-directory"
+                    ));
+                    return false;
+                }
+                plan.made.insert(key);
+                plan.links.push(LinkJob {
+                    first,
+                    dst: dst.clone(),
+                    dst_shown: dst_shown.to_owned(),
+                    existing,
+                });
+                return true;
+            }
+        }
+        let made = match src.meta.kind {
+            Kind::Dir => return self.walk_dir(src, dst, dst_shown, existing, plan),
             Kind::File => {
                 let existing = match existing {
                     Some(e) if e.meta.kind == Kind::Symlink => match dst.follow(dst_shown) {
@@ -934,6 +997,75 @@ impl Copier<'_> {
                     "cannot copy special file '{}': {}",
                     src.shown,
                     Error::Errno(Errno::EOPNOTSUPP as i32)
+                ));
+                false
+            }
+        };
+        if made {
+            self.remember_copy(src, dst, dst_shown);
+        }
+        made
+    }
+
+    /// The identity of `src` among the sources of this command.
+    fn source_id(src: &Obj) -> SourceId {
+        let origin = match &src.node {
+            Node::Local(_) => String::new(),
+            Node::Nfs { target, .. } => format!(
+                "{}:{:?}",
+                target.export_url.host, target.export_url.nfs_port
+            ),
+        };
+        (origin, src.meta.id)
+    }
+
+    /// Where a source with other names was copied to before, when hard
+    /// links are kept: `src` is then made a link to it. Looked up whatever
+    /// `src`'s link count, as GNU mv: its other name may already have been
+    /// moved (copied, then removed).
+    fn first_copy(&self, src: &Obj) -> Option<(Place, String)> {
+        let links = self.links.as_ref()?.lock().ok()?;
+        links.get(&Self::source_id(src)).cloned()
+    }
+
+    /// Records that `src`, a non-directory with other names, is copied to
+    /// `dst`, when hard links are kept.
+    fn remember_copy(&self, src: &Obj, dst: &Place, dst_shown: &str) {
+        if src.meta.kind == Kind::Dir || src.meta.nlink < 2 {
+            return;
+        }
+        if let Some(Ok(mut links)) = self.links.as_ref().map(Mutex::lock) {
+            links.insert(Self::source_id(src), (dst.clone(), dst_shown.to_owned()));
+        }
+    }
+
+    /// Says that the copy made at `from` was renamed to `to`.
+    fn copy_renamed(&self, from: &Place, to: &Place) {
+        if let Some(Ok(mut links)) = self.links.as_ref().map(Mutex::lock) {
+            let from = from.key();
+            for (place, _) in links.values_mut() {
+                if place.key() == from {
+                    *place = to.clone();
+                }
+            }
+        }
+    }
+
+    /// Makes a planned hard link. False if it failed (reported).
+    fn make_link(&self, job: &LinkJob) -> bool {
+        let (first, first_shown) = &job.first;
+        if job.existing.is_some() {
+            if let Err(e) = job.dst.remove() {
+                self.fail(format_args!("cannot remove '{}': {e}", job.dst_shown));
+                return false;
+            }
+        }
+        match job.dst.link_to(first) {
+            Ok(()) => true,
+            Err(e) => {
+                self.fail(format_args!(
+                    "cannot create hard link '{}' to '{first_shown}': {e}",
+                    job.dst_shown
                 ));
                 false
             }
@@ -1117,6 +1249,9 @@ impl Copier<'_> {
             bar.finish_and_clear();
         }
         let mut ok = ok.into_inner();
+        for link in &plan.links {
+            ok &= self.make_link(link);
+        }
         // Children were pushed before their parents: deepest first.
         for dir in &plan.dirs {
             ok &= self.fix_dir(dir);
@@ -1546,6 +1681,7 @@ pub(crate) fn run_cp(ctx: &Ctx, args: &CpArgs) {
         progress: args.progress,
         verbose: args.verbose,
         umask: umask(),
+        links: None,
     };
     let Some((srcs, dest)) = operands(ctx, &args.paths, args.target_directory.as_ref()) else {
         return;
@@ -1653,6 +1789,7 @@ pub(crate) fn run_mv(ctx: &Ctx, args: &MvArgs) {
         progress: args.progress,
         verbose: false,
         umask: umask(),
+        links: Some(Mutex::default()),
     };
     let Some((srcs, dest)) = operands(ctx, &args.paths, args.target_directory.as_ref()) else {
         return;
@@ -1833,6 +1970,7 @@ fn move_by_copy(copier: &Copier<'_>, src: &Obj, dst: &Place, shown: &str) -> boo
             let _ = to.remove();
             return false;
         }
+        copier.copy_renamed(&to, dst);
     }
     let removed = match &src.node {
         Node::Local(p) if src.meta.kind == Kind::Dir => {
@@ -1888,6 +2026,7 @@ mod tests {
             mode,
             size: 0,
             used: 0,
+            nlink: 1,
             uid: 0,
             gid: 0,
             atime: UNIX_EPOCH,
