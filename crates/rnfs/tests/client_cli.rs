@@ -1717,3 +1717,55 @@ fn mv_between_file_systems_keeps_hard_links() {
     assert!(here.iter().all(|i| *i == (here[0].0, 4)), "{here:?}");
     assert_eq!(fs::read(back.join("t/sub/c")).unwrap(), data(300_000, 1));
 }
+
+#[test]
+fn local_operands_need_not_be_utf8() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let s = Server::start("nonutf8");
+    let local = TempDir::new("nonutf8-local");
+    let name = OsStr::from_bytes(b"a\xffb");
+    let src = local.0.join(name);
+    write(&src, b"bytes", 0o644);
+
+    // Local -> NFS, into a directory: the name's bytes are kept.
+    let out = rnfs().arg("cp").arg(&src).arg(s.url("")).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read(s.path("").join(name)).unwrap(), b"bytes");
+    let out = rnfs().args(["ls", &s.url("")]).output().unwrap();
+    assert!(out.status.success());
+    // ls shows invalid UTF-8 replaced (format::ls_name).
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a\u{fffd}b\n");
+
+    // And back into a local directory of that name, with mv.
+    let dir = local.0.join(OsStr::from_bytes(b"d\xfe"));
+    fs::create_dir(&dir).unwrap();
+    fs::create_dir(s.path("sub")).unwrap();
+    fs::rename(s.path("").join(name), s.path("sub").join(name)).unwrap();
+    let out = rnfs()
+        .args(["mv", "-t"])
+        .arg(&dir)
+        .arg(s.url("sub"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read(dir.join("sub").join(name)).unwrap(), b"bytes");
+    assert!(!s.path("sub").exists());
+
+    // A URL spells other bytes with percent-escapes: raw ones are refused.
+    let out = rnfs()
+        .arg("cp")
+        .arg(&src)
+        .arg(OsStr::from_bytes(b"nfs://h/e/\xff"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -97,7 +97,7 @@ Examples:
 #[derive(Debug, Args)]
 pub(crate) struct CpArgs {
     /// SOURCE... DEST: nfs://HOST[:PORT]/EXPORT/PATH URLs or local paths.
-    #[arg(value_name = "PATH", required = true, value_parser = super::parse_path_arg)]
+    #[arg(value_name = "PATH", required = true, value_parser = super::path_arg_parser())]
     paths: Vec<PathArg>,
 
     /// Copy directories recursively.
@@ -111,7 +111,7 @@ pub(crate) struct CpArgs {
 
     /// Copy every SOURCE into DIRECTORY.
     #[arg(short = 't', long = "target-directory", value_name = "DIRECTORY",
-          value_parser = super::parse_path_arg)]
+          value_parser = super::path_arg_parser())]
     target_directory: Option<PathArg>,
 
     /// Copy up to N files at a time.
@@ -135,12 +135,12 @@ pub(crate) struct CpArgs {
 #[derive(Debug, Args)]
 pub(crate) struct MvArgs {
     /// SOURCE... DEST: nfs://HOST[:PORT]/EXPORT/PATH URLs or local paths.
-    #[arg(value_name = "PATH", required = true, value_parser = super::parse_path_arg)]
+    #[arg(value_name = "PATH", required = true, value_parser = super::path_arg_parser())]
     paths: Vec<PathArg>,
 
     /// Move every SOURCE into DIRECTORY.
     #[arg(short = 't', long = "target-directory", value_name = "DIRECTORY",
-          value_parser = super::parse_path_arg)]
+          value_parser = super::path_arg_parser())]
     target_directory: Option<PathArg>,
 
     /// Copy up to N files at a time when moving between file systems.

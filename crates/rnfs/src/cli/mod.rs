@@ -198,6 +198,33 @@ impl PathArg {
     }
 }
 
+/// clap's parser for operands that may be local (see [`parse_path_arg`]):
+/// a local path need not be UTF-8, as file names on Unix need not be.
+fn path_arg_parser() -> impl clap::builder::TypedValueParser<Value = PathArg> {
+    use clap::builder::TypedValueParser;
+    clap::builder::OsStringValueParser::new().try_map(|s: std::ffi::OsString| {
+        match s.to_str() {
+            Some(text) => parse_path_arg(text),
+            // Not UTF-8: a URL is refused for its scheme (a URL spells other
+            // bytes with percent-escapes), anything else is a local path.
+            None => {
+                use std::os::unix::ffi::OsStrExt;
+                let bytes = s.as_bytes();
+                let scheme_end = bytes.windows(3).position(|w| w == b"://");
+                match scheme_end {
+                    Some(i) if i > 0 && bytes[..i].iter().all(u8::is_ascii_alphanumeric) => {
+                        Err(UrlError::Scheme(s.to_string_lossy().into_owned()))
+                    }
+                    _ if bytes.starts_with(b"nfs:") => {
+                        Err(UrlError::Path(s.to_string_lossy().into_owned()))
+                    }
+                    _ => Ok(PathArg::Local(PathBuf::from(s))),
+                }
+            }
+        }
+    })
+}
+
 /// clap's parser for operands that may be local: `nfs://...` is a URL,
 /// another `scheme://` is refused, anything else is a local path.
 fn parse_path_arg(s: &str) -> Result<PathArg, UrlError> {
