@@ -28,7 +28,7 @@ pub use nfs::{
     CollectedWrite, Created, DirEntry, DirPage, DirPlusEntry, Export, NfsClient, PendingRead,
     PendingWrite, ReadOutcome, WriteOutcome,
 };
-pub use session::Session;
+pub use session::{longest_export, Session};
 pub use sync::{CallError, SyncConnection};
 pub use transport::{ClientOptions, Credential, PendingCall, RpcClient};
 pub use url::{NfsUrl, UrlError};

@@ -67,6 +67,9 @@ pub struct Session {
     fsinfo: FsinfoResOk,
     /// Where MOUNT is served (for the UMNT at unmount).
     mount_addr: SocketAddr,
+    /// The server's EXPORT list when mounted (its UTF-8 paths, trailing
+    /// `/` dropped); `None` if it gave none.
+    exports: Option<Vec<String>>,
 }
 
 impl Session {
@@ -113,7 +116,7 @@ impl Session {
             RpcClient::connect(mount_addr, opts)?
         };
         let mountd = NfsClient::new(mount_rpc, cred.clone());
-        let (export, root) = mount_longest_prefix(&mountd, &url.path)?;
+        let (export, root, exports) = mount_longest_prefix(&mountd, &url.path)?;
         let rest = url.path[export.len()..].trim_start_matches('/').to_owned();
         let nfs = NfsClient::new(rpc, cred);
         let fsinfo = nfs.fsinfo(&root)?;
@@ -124,6 +127,7 @@ impl Session {
                 export,
                 fsinfo,
                 mount_addr,
+                exports,
             },
             rest,
         ))
@@ -142,6 +146,12 @@ impl Session {
     /// The export's path on the server.
     pub fn export(&self) -> &str {
         &self.export
+    }
+
+    /// The paths of the server's EXPORT list when this session was
+    /// mounted; `None` if the server gave no list.
+    pub fn listed_exports(&self) -> Option<&[String]> {
+        self.exports.as_deref()
     }
 
     /// The server's FSINFO for the export.
@@ -208,30 +218,49 @@ fn clamp_io(pref: u32, max: u32) -> u32 {
     pref.min(max).max(512)
 }
 
-/// MNTs the longest export that is a prefix of `path`.
-fn mount_longest_prefix(mountd: &NfsClient, path: &str) -> Result<(String, FileHandle), NfsError> {
+/// The longest of `exports` (paths without a trailing `/`) that holds
+/// `path`: the export a session for `path` mounts.
+pub fn longest_export<'a>(exports: &'a [String], path: &str) -> Option<&'a str> {
     let is_prefix = |export: &str| {
-        let export = export.trim_end_matches('/');
         export.is_empty()
             || path == export
             || (path.starts_with(export) && path.as_bytes().get(export.len()) == Some(&b'/'))
     };
+    exports
+        .iter()
+        .map(String::as_str)
+        .filter(|e| is_prefix(e))
+        .max_by_key(|e| e.len())
+}
+
+/// MNTs the longest export that is a prefix of `path`; also the server's
+/// export list, if it gave one.
+fn mount_longest_prefix(
+    mountd: &NfsClient,
+    path: &str,
+) -> Result<(String, FileHandle, Option<Vec<String>>), NfsError> {
     if let Ok(exports) = mountd.exports() {
-        let best = exports
+        let raw: Vec<&str> = exports
             .iter()
             .filter_map(|e| std::str::from_utf8(&e.path).ok())
-            .filter(|e| is_prefix(e))
-            .max_by_key(|e| e.len());
-        if let Some(export) = best {
-            let fh = mountd.mnt(export.as_bytes())?;
-            return Ok((export.trim_end_matches('/').to_owned(), fh));
+            .collect();
+        let listed: Vec<String> = raw
+            .iter()
+            .map(|e| e.trim_end_matches('/').to_owned())
+            .collect();
+        if let Some(i) =
+            longest_export(&listed, path).and_then(|best| listed.iter().position(|e| e == best))
+        {
+            // Asked for as the server lists it (the root export as `/`).
+            let fh = mountd.mnt(raw[i].as_bytes())?;
+            return Ok((listed[i].clone(), fh, Some(listed)));
         }
     }
     // No EXPORT list: try the path, then each shorter prefix.
     let mut candidate = path;
     loop {
         match mountd.mnt(candidate.as_bytes()) {
-            Ok(fh) => return Ok((candidate.to_owned(), fh)),
+            Ok(fh) => return Ok((candidate.to_owned(), fh, None)),
             Err(NfsError::Mount(_)) if candidate.len() > 1 => {
                 candidate = match candidate.rfind('/') {
                     Some(0) => "/",

@@ -46,13 +46,33 @@ impl Server {
     }
 
     /// `rnfs serve` run as `cmd` (the binary, or a shell that execs it).
-    fn start_in(tag: &str, mut cmd: std::process::Command) -> Server {
+    fn start_in(tag: &str, cmd: std::process::Command) -> Server {
         let export = TempDir::new(tag);
+        let args = vec!["--squash".into(), "none".into(), export.0.clone().into()];
+        Self::spawn(cmd, export, tag, args)
+    }
+
+    /// `rnfs serve` with the exports `config` (TOML) gives, given a fresh
+    /// directory (the server's `export`) to put them in.
+    fn start_config(tag: &str, config: impl FnOnce(&Path) -> String) -> Server {
+        let export = TempDir::new(tag);
+        let file = export.path("rnfs.toml");
+        fs::write(&file, config(&export.0)).unwrap();
+        Self::spawn(rnfs(), export, tag, vec!["--config".into(), file.into()])
+    }
+
+    /// `cmd serve` with the common options and then `args`.
+    fn spawn(
+        mut cmd: std::process::Command,
+        export: TempDir,
+        tag: &str,
+        args: Vec<std::ffi::OsString>,
+    ) -> Server {
         let state = TempDir::new(&format!("{tag}-state"));
         let mut child = cmd
             .args(["serve", "--listen", "127.0.0.1:0", "--threads", "4"])
-            .args(["--log", "info", "--squash", "none"])
-            .arg(&export.0)
+            .args(["--log", "info"])
+            .args(args)
             .arg("--state-dir")
             .arg(&state.0)
             .stderr(Stdio::piped())
@@ -1768,4 +1788,54 @@ fn local_operands_need_not_be_utf8() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_nested_export_is_reached_through_its_own_session() {
+    // /data, and inside it /data/sub (its directory, read-only) and
+    // /data/other (another directory).
+    let s = Server::start_config("nested", |base| {
+        for d in ["data/sub", "elsewhere"] {
+            fs::create_dir_all(base.join(d)).unwrap();
+        }
+        let export = |path: &str, mount: &str, access: &str| {
+            format!(
+                "[[export]]\npath = \"{}\"\nmount_path = \"{mount}\"\naccess = \"{access}\"\n\
+                 squash = \"none\"\n",
+                base.join(path).display()
+            )
+        };
+        [
+            export("data", "/data", "rw"),
+            export("data/sub", "/data/sub", "ro"),
+            export("elsewhere", "/data/other", "rw"),
+        ]
+        .concat()
+    });
+    write(&s.path("data/f"), b"f", 0o644);
+
+    write(&s.path("data/sub/x"), b"x", 0o644);
+    let url = |p: &str| format!("nfs://127.0.0.1:{}{p}", s.port);
+
+    // The destination is opened first: a session of /data, then
+    // /data/sub/x. Through /data it would be renamed out of the
+    // read-only export; through /data/sub it is copied, and not removed.
+    let r = run(&["mv", &url("/data/sub/x"), &url("/data/y")]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(
+        r.err.contains("cannot remove") && r.err.contains("Read-only file system"),
+        "{}",
+        r.err
+    );
+    assert_eq!(fs::read(s.path("data/sub/x")).unwrap(), b"x");
+    // /data/other is another directory than /data's "other" (which
+    // does not exist).
+    ok(&["cp", &url("/data/f"), &url("/data/other/g")]);
+    assert_eq!(fs::read(s.path("elsewhere/g")).unwrap(), b"f");
+    ok(&["cp", &url("/data/other/g"), &url("/data/h")]);
+    assert_eq!(fs::read(s.path("data/h")).unwrap(), b"f");
+    // Writing into the read-only one fails, whichever session is first.
+    let r = run(&["cp", &url("/data/f"), &url("/data/sub/g")]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(r.err.contains("Read-only file system"), "{}", r.err);
 }

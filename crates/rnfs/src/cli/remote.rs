@@ -384,11 +384,23 @@ impl Remotes {
             mount_port: url.mount_port,
         };
         let mut sessions = self.sessions.lock().map_err(|_| Error::Errno(libc_eio()))?;
-        let found = sessions
-            .iter()
-            .filter(|(k, _)| *k == key)
-            .filter_map(|(_, s)| rest_below(&url.path, s.export()).map(|r| (s, r)))
-            .max_by_key(|(s, _)| s.export().len());
+        let of_server = || sessions.iter().filter(|(k, _)| *k == key).map(|(_, s)| s);
+        // The export a new session would mount: the longest the server
+        // lists that holds the path. An open session of a shorter one
+        // would reach the path, but not as the server exports it (a
+        // nested export's own options, read-only among them, apply to
+        // handles obtained through it).
+        let listed = of_server().find_map(|s| s.listed_exports());
+        let found = match listed {
+            Some(exports) => rnfs_client::longest_export(exports, &url.path).and_then(|best| {
+                of_server()
+                    .find(|s| s.export() == best)
+                    .and_then(|s| rest_below(&url.path, s.export()).map(|r| (s, r)))
+            }),
+            None => of_server()
+                .filter_map(|s| rest_below(&url.path, s.export()).map(|r| (s, r)))
+                .max_by_key(|(s, _)| s.export().len()),
+        };
         let (session, path) = match found {
             Some((s, rest)) => (Arc::clone(s), rest),
             None => {
