@@ -1839,3 +1839,62 @@ fn a_nested_export_is_reached_through_its_own_session() {
     assert_eq!(r.code, 1, "{}", r.err);
     assert!(r.err.contains("Read-only file system"), "{}", r.err);
 }
+
+#[test]
+fn names_with_control_characters_are_quoted_in_messages() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let s = Server::start("quote");
+    let local = TempDir::new("quote-local");
+    fs::create_dir(s.path("d")).unwrap();
+    // What a hostile server could name a file to drive a terminal.
+    let evil = OsStr::from_bytes(b"a\x1b[2Jb");
+    write(&s.path("d").join(evil), b"x", 0o644);
+    let q = r"a'$'\033''[2Jb";
+
+    // cp -v: the name from the server is quoted, as GNU cp -v quotes it.
+    let dest = local.path("copy");
+    let r = run(&["cp", "-rv", &s.url("d"), dest.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(!r.out.contains('\x1b'), "{:?}", r.out);
+    assert!(
+        r.out.contains(&format!(
+            "'{}/{q}' -> '{}/{q}'\n",
+            s.url("d"),
+            dest.display()
+        )),
+        "{}",
+        r.out
+    );
+    assert_eq!(fs::read(dest.join(evil)).unwrap(), b"x");
+
+    // Errors too.
+    let blocked = local.path("blocked");
+    fs::create_dir_all(blocked.join(evil)).unwrap();
+    let r = run(&[
+        "cp",
+        "-r",
+        &format!("{}/.", s.url("d")),
+        blocked.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1);
+    assert!(!r.err.contains('\x1b'), "{:?}", r.err);
+    assert!(
+        r.err.contains(&format!(
+            "cannot overwrite directory '{}/./{q}' with non-directory",
+            blocked.display()
+        )),
+        "{}",
+        r.err
+    );
+
+    // And rm -v.
+    let r = run(&["rm", "-rv", &s.url("d")]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(!r.out.contains('\x1b'), "{:?}", r.out);
+    assert!(
+        r.out.contains(&format!("removed '{}/{q}'\n", s.url("d"))),
+        "{}",
+        r.out
+    );
+}

@@ -137,6 +137,66 @@ pub(crate) fn ls_name(name: &[u8], hide: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A name (bytes, not necessarily UTF-8) for a message, where it is shown
+/// between single quotes (`'{}'`): each run of control characters (C0,
+/// DEL, C1) and bytes that are not UTF-8 is spelt as GNU's shell-escape
+/// quoting spells it, closing the quote, `$'...'` with C escapes, and
+/// opening it again: `a<ESC>b` becomes `a'$'\033''b`, which quoted is
+/// GNU's `'a'$'\033''b'` (at the end of a name GNU leaves out the empty
+/// `''` this has). Nothing a terminal would obey reaches it.
+pub(crate) fn msg_name(name: &[u8]) -> Cow<'_, str> {
+    use std::fmt::Write;
+    match std::str::from_utf8(name) {
+        Ok(s) if !s.chars().any(char::is_control) => return Cow::Borrowed(s),
+        _ => {}
+    }
+    let mut out = String::with_capacity(name.len() + 16);
+    // Whether a `$'...'` run is open.
+    let mut escaping = false;
+    let escape = |out: &mut String, escaping: &mut bool, bytes: &[u8]| {
+        if !*escaping {
+            out.push_str("'$'");
+            *escaping = true;
+        }
+        for &b in bytes {
+            match b {
+                0x07 => out.push_str("\\a"),
+                0x08 => out.push_str("\\b"),
+                0x09 => out.push_str("\\t"),
+                0x0a => out.push_str("\\n"),
+                0x0b => out.push_str("\\v"),
+                0x0c => out.push_str("\\f"),
+                0x0d => out.push_str("\\r"),
+                _ => {
+                    let _ = write!(out, "\\{b:03o}");
+                }
+            }
+        }
+    };
+    let end_escape = |out: &mut String, escaping: &mut bool| {
+        if *escaping {
+            out.push_str("''");
+            *escaping = false;
+        }
+    };
+    for chunk in name.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                let mut buf = [0; 4];
+                escape(&mut out, &mut escaping, c.encode_utf8(&mut buf).as_bytes());
+            } else {
+                end_escape(&mut out, &mut escaping);
+                out.push(c);
+            }
+        }
+        if !chunk.invalid().is_empty() {
+            escape(&mut out, &mut escaping, chunk.invalid());
+        }
+    }
+    end_escape(&mut out, &mut escaping);
+    Cow::Owned(out)
+}
+
 /// A Linux `dev_t` (or NFS fsid) as (major, minor), glibc's `gnu_dev_major/minor`.
 pub(crate) fn dev_split(dev: u64) -> (u64, u64) {
     let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
@@ -221,6 +281,19 @@ mod tests {
         // replaced.
         assert_eq!(ls_name(b"a\x1b[2Jb", false), "a\x1b[2Jb");
         assert_eq!(ls_name(b"bad\xff", false), "bad\u{fffd}");
+    }
+
+    #[test]
+    fn message_names_are_quoted_like_gnu() {
+        let quoted = |n: &[u8]| format!("'{}'", msg_name(n));
+        assert_eq!(quoted(b"plain"), "'plain'");
+        assert_eq!(quoted(b"a\x1bb"), r"'a'$'\033''b'");
+        assert_eq!(quoted(b"\x1b[2J"), r"''$'\033''[2J'");
+        assert_eq!(quoted(b"a\n\tb\x7f"), r"'a'$'\n\t''b'$'\177'''");
+        assert_eq!(quoted(b"bad\xff\xfe"), r"'bad'$'\377\376'''");
+        assert_eq!(quoted("x\u{9b}y".as_bytes()), r"'x'$'\302\233''y'");
+        assert_eq!(quoted("caf\u{e9}".as_bytes()), "'caf\u{e9}'");
+        assert!(matches!(msg_name(b"plain"), Cow::Borrowed("plain")));
     }
 
     #[test]

@@ -149,11 +149,13 @@ pub(crate) enum PathArg {
 }
 
 impl PathArg {
-    /// As the user typed it.
+    /// As the user typed it, for messages (control characters and bytes
+    /// that are not UTF-8 quoted as GNU quotes them).
     fn text(&self) -> String {
+        use std::os::unix::ffi::OsStrExt;
         match self {
-            Self::Nfs(u) => u.text.clone(),
-            Self::Local(p) => p.display().to_string(),
+            Self::Nfs(u) => format::msg_name(u.text.as_bytes()).into_owned(),
+            Self::Local(p) => format::msg_name(p.as_os_str().as_bytes()).into_owned(),
         }
     }
 

@@ -10,6 +10,8 @@ use rnfs_client::{
 };
 use rnfs_nfs3::{Fattr3, FileHandle, Ftype3, Nfsstat3};
 
+use super::format::msg_name;
+
 /// Symbolic links followed in one path before giving up with ELOOP, as Linux.
 const MAX_SYMLINKS: usize = 40;
 
@@ -126,14 +128,11 @@ pub(crate) fn split_path(path: &str) -> Option<(&str, &str)> {
     })
 }
 
-/// `DIR/NAME` for messages: `dir` as the user typed it (a trailing `/`
-/// dropped) and `name` with invalid UTF-8 replaced.
+/// `DIR/NAME` for messages: `dir` as shown (a trailing `/` dropped) and
+/// `name` quoted as GNU quotes control characters and bytes that are not
+/// UTF-8 ([`msg_name`]).
 pub(crate) fn child_shown(dir: &str, name: &[u8]) -> String {
-    format!(
-        "{}/{}",
-        dir.trim_end_matches('/'),
-        String::from_utf8_lossy(name)
-    )
+    format!("{}/{}", dir.trim_end_matches('/'), msg_name(name))
 }
 
 /// `dir` + `/` + `name`, for paths below an export's root.

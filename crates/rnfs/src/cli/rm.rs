@@ -7,7 +7,7 @@ use nix::errno::Errno;
 use rnfs_client::Session;
 use rnfs_nfs3::{FileHandle, Ftype3};
 
-use super::remote::{lookup, read_dir, resolve, Error};
+use super::remote::{child_shown, lookup, read_dir, resolve, Error};
 use super::{ConnArgs, Ctx, UrlArg};
 
 pub(crate) const ABOUT: &str = concat!(
@@ -176,7 +176,7 @@ pub(crate) fn remove_tree(
     };
     let mut ok = true;
     for e in entries {
-        let child = format!("{shown}/{}", e.name_str());
+        let child = child_shown(shown, &e.name);
         if e.attr.ftype == Ftype3::Dir {
             if !remove_tree(session, &e.fh, &child, fail, verbose_on, force) {
                 ok = false;
