@@ -1643,8 +1643,8 @@ fn cp_r_and_mv_make_special_files_anew() {
         assert_eq!(&special_kind(&s.path("moved").join(name)), kind);
     }
 
-    // Without -r they are refused, as a plain cp reading one would be.
-    let r = run(&["cp", tree.join("fifo").to_str().unwrap(), &s.url("plain")]);
+    // Without -r, one on NFS cannot be read: refused.
+    let r = run(&["cp", &s.url("up/fifo"), &s.url("plain")]);
     assert_eq!(r.code, 1, "{}", r.err);
     assert!(!s.path("plain").exists());
 
@@ -1897,4 +1897,31 @@ fn names_with_control_characters_are_quoted_in_messages() {
         "{}",
         r.out
     );
+}
+
+#[test]
+fn cp_without_r_reads_a_local_fifo_or_device() {
+    let s = Server::start("readspecial");
+    let local = TempDir::new("readspecial-local");
+    // cp /dev/null FILE: an empty file, over one with data too.
+    write(&s.path("empty"), b"old data", 0o644);
+    ok(&["cp", "/dev/null", &s.url("empty")]);
+    let m = fs::symlink_metadata(s.path("empty")).unwrap();
+    assert!(m.is_file() && m.len() == 0, "{m:?}");
+
+    // A FIFO: what its writer writes.
+    let fifo = local.path("fifo");
+    let st = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || fs::write(fifo, b"through the pipe").unwrap())
+    };
+    ok(&["cp", fifo.to_str().unwrap(), &s.url("piped")]);
+    writer.join().unwrap();
+    assert_eq!(fs::read(s.path("piped")).unwrap(), b"through the pipe");
+    assert!(fs::symlink_metadata(s.path("piped")).unwrap().is_file());
 }

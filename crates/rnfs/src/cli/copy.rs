@@ -41,8 +41,9 @@ pub(crate) const CP_ABOUT: &str = concat!(
      owner and group where they may be set (as root); where they are not, the \
      set-uid and set-gid bits are dropped (and a file's sticky bit). With -r \
      symbolic links are copied as links; without it they are followed, and \
-     FIFOs, sockets and device files are refused; with it they are made anew \
-     (device files only where the caller may make them: as root). A file with holes (fewer blocks \
+     a local FIFO or device file is read as a file is (cp /dev/null FILE \
+     makes an empty FILE); with it FIFOs, sockets and device files are made \
+     anew (device files only where the caller may make them: as root). A file with holes (fewer blocks \
      than its size needs) is copied with holes, as GNU cp --sparse=auto: its \
      holes and its blocks of zeros are not written.
 
@@ -940,7 +941,12 @@ impl Copier<'_> {
         }
         let made = match src.meta.kind {
             Kind::Dir => return self.walk_dir(src, dst, dst_shown, existing, plan),
-            Kind::File => {
+            // Without -r, a local FIFO or device is read as GNU cp reads
+            // it (`cp /dev/null FILE` makes an empty file).
+            Kind::File | Kind::Special(_)
+                if src.meta.kind == Kind::File
+                    || (!self.recursive && matches!(src.node, Node::Local(_))) =>
+            {
                 let existing = match existing {
                     Some(e) if e.meta.kind == Kind::Symlink => match dst.follow(dst_shown) {
                         Ok(to) => Some(to),
@@ -992,7 +998,7 @@ impl Copier<'_> {
                 }
                 made
             }
-            Kind::Special(_) | Kind::Other => {
+            Kind::File | Kind::Special(_) | Kind::Other => {
                 self.fail(format_args!(
                     "cannot copy special file '{}': {}",
                     src.shown,
