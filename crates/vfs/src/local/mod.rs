@@ -888,6 +888,15 @@ impl LocalFs {
             }
         };
         check_regular(&node.stat)?;
+        // Only where the mode lets the caller write (else the read-write
+        // open would fail first on every such READ; an ACL that allows more
+        // just keeps the read-only path).
+        let upgrade = upgrade && {
+            let st = &node.stat;
+            cred.uid == 0
+                || cred.uid == st.st_uid
+                || cred.mode_bits(st.st_uid, st.st_gid, st.st_mode) & 0o2 != 0
+        };
         let flags = if write || upgrade {
             OFlags::RDWR
         } else {
