@@ -871,6 +871,31 @@ fn a_directory_below_an_export_can_be_mounted() {
     let dump = DumpRes::decode(&mut Reader::new(&raw)).unwrap();
     let dirs: Vec<&[u8]> = dump.mounts.iter().map(|m| m.directory).collect();
     assert!(dirs.contains(&&b"/mem/sub/deeper"[..]), "{dirs:?}");
+    assert!(
+        !dirs.iter().any(|d| d.windows(2).any(|w| w == b"//")),
+        "{dirs:?}"
+    );
+    // UMNT with another spelling of the path removes the entry.
+    let _: () = c
+        .call(
+            MOUNT_PROGRAM,
+            3,
+            3,
+            &UmntArgs {
+                dirpath: b"/mem//sub/./deeper/",
+            },
+        )
+        .unwrap();
+    let raw = c.call_raw(MOUNT_PROGRAM, 3, 2, &[]).unwrap();
+    let dump = DumpRes::decode(&mut Reader::new(&raw)).unwrap();
+    assert!(
+        !dump
+            .mounts
+            .iter()
+            .any(|m| m.directory == b"/mem/sub/deeper"),
+        "{:?}",
+        dump.mounts
+    );
 
     for (path, want) in [
         ("/mem/file", Mountstat3::Notdir),

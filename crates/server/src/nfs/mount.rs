@@ -22,7 +22,7 @@ use rnfs_rpc::{Auth, CallContext, Service, ServiceError};
 use rnfs_vfs::{identity, BackendHandle, FileType, FsError};
 use rnfs_xdr::{Decode, Encode, Reader, Writer};
 
-use super::exports::{normalize_mount_path, Export, ExportTable, Exports};
+use super::exports::{Export, ExportTable, Exports};
 use super::handles::HandleKey;
 
 /// AUTH_SYS, the only flavor offered at mount time.
@@ -312,11 +312,13 @@ impl Service for MountService {
             }
             MountProc3::Umnt => {
                 let a = UmntArgs::decode(args)?;
-                let path = String::from_utf8_lossy(a.dirpath);
-                let path = normalize_mount_path(&path);
+                // As MNT recorded it: a client unmounts with the spelling it
+                // mounted with.
+                let path = canonical_path(a.dirpath).unwrap_or_else(|_| a.dirpath.to_vec());
+                let path = String::from_utf8_lossy(&path);
                 let host = Self::host(ctx);
-                if self.mounts.remove(&host, path) {
-                    tracing::info!(peer = %Self::peer(ctx), export = %path, "client unmounted");
+                if self.mounts.remove(&host, &path) {
+                    tracing::info!(peer = %Self::peer(ctx), export = ?path, "client unmounted");
                 }
             }
             MountProc3::Umntall => {
