@@ -1552,6 +1552,45 @@ fn cp_keeps_the_holes_of_sparse_files() {
     }
 }
 
+/// A sparse file copied to a destination that is not a regular file (GNU
+/// cp makes holes only in regular files): its zeros are written, not
+/// skipped by seeking (which /dev/null refuses, a FIFO cannot do, and a
+/// block device would answer by keeping its old bytes).
+#[test]
+fn cp_writes_zeros_densely_where_the_destination_is_not_a_regular_file() {
+    let s = Server::start("sparse-special");
+    let local = TempDir::new("sparse-special-local");
+    const LEN: u64 = 8 << 20;
+    let (head, tail) = (data(100_000, 15), data(70_000, 16));
+    let src = local.path("sparse.img");
+    write_sparse(&src, LEN, &head, &tail);
+    assert!(allocated(&src) < 1 << 20, "no holes in {}", src.display());
+    write_sparse(&s.path("sparse.img"), LEN, &head, &tail);
+    let bytes = fs::read(&src).unwrap();
+
+    ok(&["cp", src.to_str().unwrap(), "/dev/null"]);
+    ok(&["cp", &s.url("sparse.img"), "/dev/null"]);
+
+    for from in [src.to_str().unwrap().to_owned(), s.url("sparse.img")] {
+        let fifo = local.path("fifo");
+        let _ = fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read(fifo).unwrap())
+        };
+        let r = run(&["cp", &from, fifo.to_str().unwrap()]);
+        let got = reader.join().unwrap();
+        assert_eq!(r.code, 0, "cp {from} to a FIFO: {}", r.err);
+        assert!(got.len() as u64 == LEN, "{from}: {} bytes read", got.len());
+        assert!(got == bytes, "{from}: the FIFO delivered other bytes");
+    }
+}
+
 /// The type and device numbers of `path`, as `ls -l` shows them.
 fn special_kind(path: &Path) -> String {
     use std::os::unix::fs::FileTypeExt;

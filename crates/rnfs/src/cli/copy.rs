@@ -601,13 +601,14 @@ impl Place {
 
     /// Opens the regular file at this name for writing from its start:
     /// `existing` truncated, else created with `mode`. Also its owner and
-    /// group, where known.
+    /// group, where known, and whether it is a regular file (which may be
+    /// given holes).
     fn create(
         &self,
         existing: Option<&Obj>,
         mode: u32,
         budget: &Arc<DirtyBudget>,
-    ) -> Result<(Writer, Node, Option<Owner>), Error> {
+    ) -> Result<(Writer, Node, Option<Owner>, bool), Error> {
         match self {
             Self::Local(p) => {
                 let path = match existing {
@@ -623,8 +624,13 @@ impl Place {
                     .truncate(true)
                     .mode(mode)
                     .open(&path)?;
-                let owner = f.metadata().ok().map(|m| (m.uid(), m.gid()));
-                Ok((Writer::Local(f), Node::Local(path), owner))
+                let meta = f.metadata().ok();
+                let owner = meta.as_ref().map(|m| (m.uid(), m.gid()));
+                // Holes only in a regular file: a device, FIFO or
+                // /dev/null opened here cannot seek past zeros (or keeps
+                // its old bytes there), as GNU cp.
+                let regular = meta.is_some_and(|m| m.is_file());
+                Ok((Writer::Local(f), Node::Local(path), owner, regular))
             }
             Self::Nfs { dir, dir_fh, name } => {
                 let nfs = dir.session.nfs();
@@ -666,10 +672,12 @@ impl Place {
                 };
                 let file = open_nfs(&target.session, fh, &attr, budget);
                 let owner = Some((attr.uid, attr.gid));
+                let regular = attr.ftype == Ftype3::Reg;
                 Ok((
                     Writer::Nfs(Box::new(file), 0),
                     Node::Nfs { target, fh },
                     owner,
+                    regular,
                 ))
             }
         }
@@ -1311,22 +1319,25 @@ impl Copier<'_> {
         };
         // The set-uid, set-gid and sticky bits come last, with the owner.
         let mode = self.new_file_mode(&src.meta) & 0o777;
-        let (mut writer, node, owner) = match job.dst.create(job.existing.as_ref(), mode, budget) {
-            Ok(w) => w,
-            Err(e) => {
-                // open(2) of a missing `name/` with O_CREAT fails EISDIR;
-                // GNU cp tells it as ENOTDIR, the name not being one.
-                let e = if e.errno() == Errno::EISDIR as i32 && dst.ends_with('/') {
-                    Error::Errno(Errno::ENOTDIR as i32)
-                } else {
-                    e
-                };
-                self.fail(format_args!("cannot create regular file '{dst}': {e}"));
-                return false;
-            }
-        };
+        let (mut writer, node, owner, regular) =
+            match job.dst.create(job.existing.as_ref(), mode, budget) {
+                Ok(w) => w,
+                Err(e) => {
+                    // open(2) of a missing `name/` with O_CREAT fails EISDIR;
+                    // GNU cp tells it as ENOTDIR, the name not being one.
+                    let e = if e.errno() == Errno::EISDIR as i32 && dst.ends_with('/') {
+                        Error::Errno(Errno::ENOTDIR as i32)
+                    } else {
+                        e
+                    };
+                    self.fail(format_args!("cannot create regular file '{dst}': {e}"));
+                    return false;
+                }
+            };
         let mut buf = vec![0; chunk];
-        let holes = src.meta.probably_sparse();
+        // Holes only where the destination is a regular file: elsewhere
+        // (a block device, a FIFO, /dev/null) zeros are written densely.
+        let holes = regular && src.meta.probably_sparse();
         match pump(&mut reader, &mut writer, &mut buf, holes, |n| bar.inc(n)) {
             Ok(()) => {}
             Err(Side::Read(e)) => {
