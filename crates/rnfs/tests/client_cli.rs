@@ -1777,6 +1777,47 @@ fn mv_between_file_systems_keeps_hard_links() {
     assert_eq!(fs::read(back.join("t/sub/c")).unwrap(), data(300_000, 1));
 }
 
+/// mv of two names of one NFS file to a local directory, the first copy
+/// failing (past the client's RLIMIT_FSIZE): the second name is not made
+/// a link to the partial copy, and its source is kept.
+#[test]
+fn mv_does_not_link_to_a_failed_copy() {
+    let s = Server::start("mvlinkfail");
+    let local = TempDir::new("mvlinkfail-local");
+    let bytes = data(300_000, 21);
+    write(&s.path("a"), &bytes, 0o644);
+    fs::hard_link(s.path("a"), s.path("b")).unwrap();
+    let out_dir = local.path("out");
+    fs::create_dir(&out_dir).unwrap();
+    // 100 blocks of 512 bytes: the copy of 300 000 bytes fails EFBIG.
+    let out = std::process::Command::new("sh")
+        .env_remove("RUST_LOG")
+        .args([
+            "-c",
+            "trap '' XFSZ; ulimit -f 100 && exec \"$0\" \"$@\"",
+            env!("CARGO_BIN_EXE_rnfs"),
+            "mv",
+            &s.url("a"),
+            &s.url("b"),
+            out_dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error writing"), "{err}");
+    // Both sources are kept, whole.
+    assert_eq!(fs::read(s.path("a")).unwrap(), bytes);
+    assert_eq!(fs::read(s.path("b")).unwrap(), bytes, "{err}");
+    // b was not made a link to a's partial copy.
+    if let (Ok(a), Ok(b)) = (
+        fs::metadata(out_dir.join("a")),
+        fs::metadata(out_dir.join("b")),
+    ) {
+        assert_ne!(a.ino(), b.ino(), "out/b is linked to out/a: {err}");
+    }
+}
+
 #[test]
 fn local_operands_need_not_be_utf8() {
     use std::ffi::OsStr;

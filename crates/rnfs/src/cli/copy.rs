@@ -732,6 +732,11 @@ struct Plan {
     /// Where non-directories are made (or to be): GNU cp will not
     /// overwrite a file it has just created with another source.
     made: HashSet<PlaceKey>,
+    /// Where this plan copies sources with other names to, when hard
+    /// links are kept: kept for later operands only once the plan has
+    /// been carried out whole ([`Copier::keep_copies`]), so that no later
+    /// name is linked to a copy that failed.
+    copies: HashMap<SourceId, (Place, String)>,
 }
 
 /// A place, by its directory and name, to tell two sources that go to
@@ -930,7 +935,7 @@ impl Copier<'_> {
             }
         };
         if src.meta.kind != Kind::Dir {
-            if let Some(first) = self.first_copy(src) {
+            if let Some(first) = self.first_copy(src, plan) {
                 if existing.as_ref().is_some_and(|e| e.meta.kind == Kind::Dir) {
                     self.fail(format_args!(
                         "cannot overwrite directory '{dst_shown}' with non-directory"
@@ -1016,7 +1021,7 @@ impl Copier<'_> {
             }
         };
         if made {
-            self.remember_copy(src, dst, dst_shown);
+            self.remember_copy(src, dst, dst_shown, plan);
         }
         made
     }
@@ -1037,19 +1042,32 @@ impl Copier<'_> {
     /// links are kept: `src` is then made a link to it. Looked up whatever
     /// `src`'s link count, as GNU mv: its other name may already have been
     /// moved (copied, then removed).
-    fn first_copy(&self, src: &Obj) -> Option<(Place, String)> {
-        let links = self.links.as_ref()?.lock().ok()?;
-        links.get(&Self::source_id(src)).cloned()
+    /// Looked up in `plan` (copies to be made) and then among the copies
+    /// earlier plans made.
+    fn first_copy(&self, src: &Obj, plan: &Plan) -> Option<(Place, String)> {
+        let links = self.links.as_ref()?;
+        let id = Self::source_id(src);
+        if let Some(first) = plan.copies.get(&id) {
+            return Some(first.clone());
+        }
+        links.lock().ok()?.get(&id).cloned()
     }
 
-    /// Records that `src`, a non-directory with other names, is copied to
-    /// `dst`, when hard links are kept.
-    fn remember_copy(&self, src: &Obj, dst: &Place, dst_shown: &str) {
-        if src.meta.kind == Kind::Dir || src.meta.nlink < 2 {
+    /// Records in `plan` that `src`, a non-directory with other names, is
+    /// copied to `dst`, when hard links are kept.
+    fn remember_copy(&self, src: &Obj, dst: &Place, dst_shown: &str, plan: &mut Plan) {
+        if self.links.is_none() || src.meta.kind == Kind::Dir || src.meta.nlink < 2 {
             return;
         }
+        plan.copies
+            .insert(Self::source_id(src), (dst.clone(), dst_shown.to_owned()));
+    }
+
+    /// Keeps the `copies` of a plan carried out whole, for later operands
+    /// to link to.
+    fn keep_copies(&self, copies: HashMap<SourceId, (Place, String)>) {
         if let Some(Ok(mut links)) = self.links.as_ref().map(Mutex::lock) {
-            links.insert(Self::source_id(src), (dst.clone(), dst_shown.to_owned()));
+            links.extend(copies);
         }
     }
 
@@ -1972,7 +1990,10 @@ fn move_by_copy(copier: &Copier<'_>, src: &Obj, dst: &Place, shown: &str) -> boo
     let replace = existing.is_some_and(|e| e.meta.kind != Kind::Dir);
     let to = if replace { dst.beside() } else { dst.clone() };
     let mut plan = Plan::default();
-    if !copier.walk(src, &to, shown, &mut plan) || !copier.execute(plan) {
+    let walked = copier.walk(src, &to, shown, &mut plan);
+    // Copies a later operand may link to, once they are all made.
+    let copies = std::mem::take(&mut plan.copies);
+    if !walked || !copier.execute(plan) {
         if replace {
             let _ = to.remove();
         }
@@ -1987,6 +2008,9 @@ fn move_by_copy(copier: &Copier<'_>, src: &Obj, dst: &Place, shown: &str) -> boo
             let _ = to.remove();
             return false;
         }
+    }
+    copier.keep_copies(copies);
+    if replace {
         copier.copy_renamed(&to, dst);
     }
     let removed = match &src.node {
