@@ -1920,6 +1920,54 @@ fn a_nested_export_is_reached_through_its_own_session() {
     assert!(r.err.contains("Read-only file system"), "{}", r.err);
 }
 
+/// A copy into itself is seen where the destination is under an export
+/// nested in the source's (/data and /data/sub of one tree): refused, not
+/// recursed into until the stack overflows.
+#[test]
+fn cp_r_into_itself_is_refused_through_a_nested_export() {
+    let s = Server::start_config("nested-itself", |base| {
+        fs::create_dir_all(base.join("data/sub")).unwrap();
+        let export = |path: &str, mount: &str| {
+            format!(
+                "[[export]]\npath = \"{}\"\nmount_path = \"{mount}\"\naccess = \"rw\"\n\
+                 squash = \"none\"\n",
+                base.join(path).display()
+            )
+        };
+        [export("data", "/data"), export("data/sub", "/data/sub")].concat()
+    });
+    write(&s.path("data/f"), b"f", 0o644);
+    let url = |p: &str| format!("nfs://127.0.0.1:{}{p}", s.port);
+    // As a new name, and into the nested export's root.
+    for (dst, made) in [
+        ("/data/sub/copy", "/data/sub/copy"),
+        ("/data/sub", "/data/sub/data"),
+    ] {
+        let (src, dst) = (url("/data"), url(dst));
+        let r = run(&["cp", "-r", &src, &dst]);
+        assert_eq!(r.code, 1, "cp -r {src} {dst}: {}", r.err);
+        assert_eq!(
+            r.err,
+            format!(
+                "rnfs cp: cannot copy a directory, '{src}', into itself, '{}'\n",
+                url(made)
+            )
+        );
+        let r = run(&["mv", &src, &dst]);
+        assert_eq!(r.code, 1, "mv {src} {dst}: {}", r.err);
+        assert!(
+            r.err.starts_with(&format!(
+                "rnfs mv: cannot move '{src}' to a subdirectory of itself, '"
+            )),
+            "{}",
+            r.err
+        );
+    }
+    let left: Vec<_> = fs::read_dir(s.path("data/sub")).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(fs::read(s.path("data/f")).unwrap(), b"f");
+}
+
 #[test]
 fn names_with_control_characters_are_quoted_in_messages() {
     use std::ffi::OsStr;

@@ -737,7 +737,13 @@ struct Plan {
     /// been carried out whole ([`Copier::keep_copies`]), so that no later
     /// name is linked to a copy that failed.
     copies: HashMap<SourceId, (Place, String)>,
+    /// How many directories deep the walk is.
+    depth: usize,
 }
+
+/// How many directories deep a tree is copied: deeper is refused rather
+/// than overflowing the stack (say on a loop a server makes).
+const MAX_TREE_DEPTH: usize = 4096;
 
 /// A place, by its directory and name, to tell two sources that go to
 /// one name apart.
@@ -905,6 +911,29 @@ impl Copier<'_> {
             }
             Dest::As(arg) => Ok((self.place_of(arg)?, arg.text())),
         }
+    }
+
+    /// [`Self::walk`] on a thread whose stack holds [`MAX_TREE_DEPTH`]
+    /// levels of it (unoptimized builds take over 10 KiB a level).
+    fn walk_tree(&self, src: &Obj, dst: &Place, dst_shown: &str, plan: &mut Plan) -> bool {
+        const STACK: usize = 256 << 20;
+        std::thread::scope(|scope| {
+            let walker = std::thread::Builder::new()
+                .name("walk".into())
+                .stack_size(STACK)
+                .spawn_scoped(scope, || self.walk(src, dst, dst_shown, plan));
+            match walker {
+                Ok(walker) => walker.join().unwrap_or(false),
+                Err(e) => {
+                    self.fail(format_args!(
+                        "cannot copy '{}': {}",
+                        src.shown,
+                        Error::Io(e)
+                    ));
+                    false
+                }
+            }
+        })
     }
 
     /// Walks `src` into `plan`: creates directories and links at `dst`,
@@ -1119,6 +1148,13 @@ impl Copier<'_> {
             ));
             return false;
         }
+        if plan.depth >= MAX_TREE_DEPTH {
+            self.fail(format_args!(
+                "cannot copy '{}': directory tree too deep",
+                src.shown
+            ));
+            return false;
+        }
         let (node, new, owner) = match existing {
             Some(e) if e.meta.kind == Kind::Dir => (e.node, false, Some((e.meta.uid, e.meta.gid))),
             Some(_) => {
@@ -1149,11 +1185,13 @@ impl Copier<'_> {
             }
         };
         let mut ok = true;
+        plan.depth += 1;
         for (name, child) in children {
             let place = child_place(&node, &name);
             let shown = child_shown(dst_shown, &name);
             ok &= self.walk(&child, &place, &shown, plan);
         }
+        plan.depth -= 1;
         plan.dirs.push(DirFix {
             node,
             shown: dst_shown.to_owned(),
@@ -1654,7 +1692,13 @@ fn inside(src: &Obj, place: &Place) -> bool {
             let one_server = Arc::ptr_eq(&s.session, &dir.session)
                 || (s.export_url.host == dir.export_url.host
                     && s.export_url.nfs_port == dir.export_url.nfs_port);
-            one_server && nfs_ancestry_holds(&dir.session, *dir_fh, src.meta.id)
+            one_server
+                && nfs_ancestry_holds(
+                    (&dir.session, &dir.export_url.path),
+                    *dir_fh,
+                    (&s.session, &s.export_url.path),
+                    src.meta.id,
+                )
         }
         (Node::Local(_), Place::Local(d)) => {
             let raw = d.as_os_str().as_bytes();
@@ -1675,12 +1719,19 @@ fn inside(src: &Obj, place: &Place) -> bool {
     }
 }
 
-/// Whether directory `dir` of `session`, or one above it up to the
-/// export's root, is the object `id` (fsid, fileid).
-fn nfs_ancestry_holds(session: &rnfs_client::Session, dir: FileHandle, id: (u64, u64)) -> bool {
+/// Whether directory `dir` of the destination's session, or one above it
+/// up to the export's root, is the object `id` (fsid, fileid): the
+/// source's, which is of the same server. Where the destination's export
+/// is nested in the source's, the walk goes on up through the source's.
+fn nfs_ancestry_holds(
+    (dst_session, dst_export): (&Arc<rnfs_client::Session>, &str),
+    dir: FileHandle,
+    (src_session, src_export): (&Arc<rnfs_client::Session>, &str),
+    id: (u64, u64),
+) -> bool {
     // A server's `..` need not lead to the root: bounded.
     const MAX_DEPTH: usize = 4096;
-    let root = session.root();
+    let mut session = dst_session;
     let Ok(mut attr) = session.nfs().getattr(&dir) else {
         return false;
     };
@@ -1689,8 +1740,26 @@ fn nfs_ancestry_holds(session: &rnfs_client::Session, dir: FileHandle, id: (u64,
         if (attr.fsid, attr.fileid) == id {
             return true;
         }
-        if fh == root {
-            return false;
+        if fh == session.root() {
+            // The top of the destination's export: where it is nested in
+            // the source's (exports /data and /data/sub), on up through
+            // the source's session.
+            if Arc::ptr_eq(session, src_session) {
+                return false;
+            }
+            let Some(rel) = export_below(src_export, dst_export) else {
+                return false;
+            };
+            match resolve(src_session, rel, true) {
+                // The same directory: the source's export goes on above.
+                Ok(r) if (r.attr.fsid, r.attr.fileid) == (attr.fsid, attr.fileid) => {
+                    session = src_session;
+                    fh = r.fh;
+                    attr = r.attr;
+                    continue;
+                }
+                _ => return false,
+            }
         }
         match lookup(session, &fh, b"..") {
             Ok((up, up_attr))
@@ -1704,6 +1773,17 @@ fn nfs_ancestry_holds(session: &rnfs_client::Session, dir: FileHandle, id: (u64,
         }
     }
     false
+}
+
+/// Where the export path `inner` is below the export path `outer` (a path
+/// below `outer`'s root; "" for the same path); `None` if not below it.
+fn export_below<'a>(outer: &str, inner: &'a str) -> Option<&'a str> {
+    let outer = outer.trim_end_matches('/');
+    let rest = inner.strip_prefix(outer)?;
+    if rest.is_empty() {
+        return Some("");
+    }
+    rest.strip_prefix('/')
 }
 
 /// `rnfs cp`.
@@ -1784,7 +1864,7 @@ pub(crate) fn run_cp(ctx: &Ctx, args: &CpArgs) {
             ));
             continue;
         }
-        copier.walk(&obj, &place, &shown, &mut plan);
+        copier.walk_tree(&obj, &place, &shown, &mut plan);
     }
     copier.execute(plan);
 }
@@ -1990,7 +2070,7 @@ fn move_by_copy(copier: &Copier<'_>, src: &Obj, dst: &Place, shown: &str) -> boo
     let replace = existing.is_some_and(|e| e.meta.kind != Kind::Dir);
     let to = if replace { dst.beside() } else { dst.clone() };
     let mut plan = Plan::default();
-    let walked = copier.walk(src, &to, shown, &mut plan);
+    let walked = copier.walk_tree(src, &to, shown, &mut plan);
     // Copies a later operand may link to, once they are all made.
     let copies = std::mem::take(&mut plan.copies);
     if !walked || !copier.execute(plan) {
