@@ -1476,6 +1476,50 @@ fn two_sources_of_one_name_are_not_both_copied_to_it() {
     assert!(fs::read(s.path("b/x")).unwrap() == two);
 }
 
+/// Two destination names of one file (`D/x` a symbolic link to `y`, or
+/// hard links) are not both written (at once, with -j, their bytes would
+/// mingle): the second is refused, as GNU cp refuses it.
+#[test]
+fn two_destination_names_of_one_file_are_not_both_written() {
+    let s = Server::start("onefile");
+    let local = TempDir::new("onefile-local");
+    let (big, small) = (data(20 << 20, 31), data(3 << 20, 32));
+    for dir in ["s1", "s2"] {
+        fs::create_dir(local.path(dir)).unwrap();
+    }
+    write(&local.path("s1/x"), &big, 0o644);
+    write(&local.path("s2/y"), &small, 0o644);
+    let (x, y) = (local.path("s1/x"), local.path("s2/y"));
+    let (x, y) = (x.to_str().unwrap(), y.to_str().unwrap());
+    let local_d = local.path("D");
+    let local_d = local_d.to_str().unwrap().to_owned();
+    for (root, d) in [
+        (local.0.as_path(), local_d),
+        (s.export.0.as_path(), s.url("D")),
+    ] {
+        for link in ["symlink", "hard link"] {
+            let dir = root.join("D");
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir(&dir).unwrap();
+            write(&dir.join("y"), b"old\n", 0o644);
+            if link == "symlink" {
+                std::os::unix::fs::symlink("y", dir.join("x")).unwrap();
+            } else {
+                fs::hard_link(dir.join("y"), dir.join("x")).unwrap();
+            }
+            let r = run(&["cp", "-j", "2", x, y, &format!("{d}/")]);
+            assert_eq!(r.code, 1, "{d} ({link}): {}", r.err);
+            assert_eq!(
+                r.err,
+                format!("rnfs cp: will not overwrite just-created '{d}/y' with '{y}'\n"),
+                "{link}"
+            );
+            let got = fs::read(dir.join("y")).unwrap();
+            assert!(got == big, "{d} ({link}): D/y is not s1/x");
+        }
+    }
+}
+
 /// A file of `len` bytes with `head` at its start and `tail` at its end,
 /// holes between.
 fn write_sparse(path: &Path, len: u64, head: &[u8], tail: &[u8]) {

@@ -739,6 +739,11 @@ struct Plan {
     copies: HashMap<SourceId, (Place, String)>,
     /// How many directories deep the walk is.
     depth: usize,
+    /// The files already at destinations that are written (as
+    /// [`Copier::source_id`] tells them): two names of one file (a
+    /// symbolic link to another destination, hard links) are not both
+    /// written, as GNU cp's check of the files it has seen.
+    made_ids: HashSet<SourceId>,
 }
 
 /// How many directories deep a tree is copied: deeper is refused rather
@@ -1011,6 +1016,13 @@ impl Copier<'_> {
                     if e.same_file(src) {
                         self.fail(format_args!(
                             "'{}' and '{dst_shown}' are the same file",
+                            src.shown
+                        ));
+                        return false;
+                    }
+                    if !plan.made_ids.insert(Self::source_id(e)) {
+                        self.fail(format_args!(
+                            "will not overwrite just-created '{dst_shown}' with '{}'",
                             src.shown
                         ));
                         return false;
