@@ -1862,6 +1862,42 @@ fn mv_does_not_link_to_a_failed_copy() {
     }
 }
 
+/// mv of `LINK/`, a symbolic link to a directory, is refused as rename(2)
+/// refuses it (GNU mv): neither the directory's contents nor the link
+/// are moved.
+#[test]
+fn mv_of_a_symlink_with_a_trailing_slash_is_refused() {
+    let s = Server::start("mvslash");
+    let local = TempDir::new("mvslash-local");
+    for root in [s.export.0.as_path(), local.0.as_path()] {
+        fs::create_dir(root.join("realdir")).unwrap();
+        write(&root.join("realdir/f"), b"f", 0o644);
+        std::os::unix::fs::symlink("realdir", root.join("lnk")).unwrap();
+        fs::create_dir(root.join("out2")).unwrap();
+    }
+    let local_lnk = format!("{}/", local.path("lnk").display());
+    let local_out = local.path("out2");
+    let local_out = local_out.to_str().unwrap();
+    for (src, dst) in [
+        (s.url("lnk/"), format!("{local_out}/")),
+        (s.url("lnk/"), s.url("out2/")),
+        (local_lnk.clone(), s.url("out2/")),
+        (local_lnk, format!("{local_out}/")),
+    ] {
+        let r = run(&["mv", &src, &dst]);
+        assert_eq!(r.code, 1, "mv {src} {dst}: {}", r.err);
+        assert_eq!(
+            r.err,
+            format!("rnfs mv: cannot move '{src}' to '{dst}lnk': Not a directory\n")
+        );
+    }
+    for root in [s.export.0.as_path(), local.0.as_path()] {
+        assert_eq!(fs::read(root.join("realdir/f")).unwrap(), b"f");
+        assert!(fs::symlink_metadata(root.join("lnk")).unwrap().is_symlink());
+        assert_eq!(fs::read_dir(root.join("out2")).unwrap().count(), 0);
+    }
+}
+
 #[test]
 fn local_operands_need_not_be_utf8() {
     use std::ffi::OsStr;

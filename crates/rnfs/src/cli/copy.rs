@@ -828,6 +828,29 @@ impl Copier<'_> {
         self.ctx.fail(1, msg);
     }
 
+    /// Whether `arg` ends in `/` and names a symbolic link (which the `/`
+    /// follows).
+    fn symlink_with_slash(&self, arg: &PathArg) -> bool {
+        if !arg.trailing_slash() {
+            return false;
+        }
+        match arg {
+            PathArg::Local(p) => {
+                let raw = p.as_os_str().as_bytes();
+                let end = raw.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+                end > 0
+                    && fs::symlink_metadata(Path::new(OsStr::from_bytes(&raw[..end])))
+                        .is_ok_and(|m| m.file_type().is_symlink())
+            }
+            PathArg::Nfs(u) => self
+                .ctx
+                .remotes
+                .open(&u.url)
+                .and_then(|t| t.resolve(false))
+                .is_ok_and(|r| r.attr.ftype == Ftype3::Lnk),
+        }
+    }
+
     /// Stats an operand, following a final symbolic link when `follow`.
     fn stat(&self, arg: &PathArg, follow: bool) -> Result<Obj, Error> {
         match arg {
@@ -1959,6 +1982,16 @@ pub(crate) fn run_mv(ctx: &Ctx, args: &MvArgs) {
                 continue;
             }
         };
+        // rename(2) of `LINK/`, a symbolic link to a directory, fails so
+        // (GNU mv): neither the link nor the directory is moved.
+        if copier.symlink_with_slash(src) {
+            copier.fail(format_args!(
+                "cannot move '{}' to '{shown}': {}",
+                obj.shown,
+                Error::Errno(Errno::ENOTDIR as i32)
+            ));
+            continue;
+        }
         // rename(2) refuses a non-directory to a name ending in `/`.
         if let (Dest::As(arg), false) = (&dest, obj.meta.kind == Kind::Dir) {
             if arg.trailing_slash() {
