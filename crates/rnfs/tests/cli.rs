@@ -56,20 +56,14 @@ fn null_call(addr: SocketAddr, prog: u32) -> ReplyStatus {
     decode_reply(&body).unwrap().header.status
 }
 
-#[test]
-fn serve_answers_null_and_stops_on_sigterm() {
+/// `rnfs serve ARGS... DIR` (a fresh DIR, its state inside it) with its
+/// stderr read line by line into the returned channel.
+fn spawn_serve(args: &[&str]) -> (TempDir, Running, mpsc::Receiver<String>) {
     let dir = TempDir::new("serve");
     let mut child = Running(
         rnfs()
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--threads",
-                "2",
-                "--log",
-                "info",
-            ])
+            .args(["serve", "--threads", "2", "--log", "info"])
+            .args(args)
             .arg(&dir.0)
             .arg("--state-dir")
             .arg(dir.0.join(".state"))
@@ -77,7 +71,6 @@ fn serve_answers_null_and_stops_on_sigterm() {
             .spawn()
             .unwrap(),
     );
-    // The startup line names the bound address: "... serving on 127.0.0.1:PORT (...".
     let stderr = child.0.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -85,6 +78,13 @@ fn serve_answers_null_and_stops_on_sigterm() {
             let _ = tx.send(line);
         }
     });
+    (dir, child, rx)
+}
+
+#[test]
+fn serve_answers_null_and_stops_on_sigterm() {
+    let (_dir, mut child, rx) = spawn_serve(&["--listen", "127.0.0.1:0"]);
+    // The startup line names the bound address: "... serving on 127.0.0.1:PORT (...".
     let mut log = Vec::new();
     let addr: SocketAddr = loop {
         let line = rx
@@ -104,28 +104,10 @@ fn serve_answers_null_and_stops_on_sigterm() {
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
-/// The log lines of `rnfs serve DIR ARGS...` until a second after it
+/// The log lines of `rnfs serve ARGS... DIR` until a second after it
 /// started serving; the server is then stopped.
 fn startup_log(args: &[&str]) -> Vec<String> {
-    let dir = TempDir::new("serve-log");
-    let mut child = Running(
-        rnfs()
-            .args(["serve", "--threads", "2", "--log", "info"])
-            .args(args)
-            .arg(&dir.0)
-            .arg("--state-dir")
-            .arg(dir.0.join(".state"))
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let stderr = child.0.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let (_dir, mut child, rx) = spawn_serve(args);
     let mut log = Vec::new();
     let mut until = Instant::now() + Duration::from_secs(10);
     let mut serving = false;

@@ -964,6 +964,26 @@ impl Copier<'_> {
         })
     }
 
+    /// Whether the non-directory `src` may replace `existing` at
+    /// `dst_shown`: not a directory, nor `src` itself (reported as GNU cp
+    /// does).
+    fn may_replace(&self, src: &Obj, existing: &Obj, dst_shown: &str) -> bool {
+        if existing.meta.kind == Kind::Dir {
+            self.fail(format_args!(
+                "cannot overwrite directory '{dst_shown}' with non-directory"
+            ));
+            return false;
+        }
+        if existing.same_file(src) {
+            self.fail(format_args!(
+                "'{}' and '{dst_shown}' are the same file",
+                src.shown
+            ));
+            return false;
+        }
+        true
+    }
+
     /// Walks `src` into `plan`: creates directories and links at `dst`,
     /// lists regular files. False if anything failed (reported).
     fn walk(&self, src: &Obj, dst: &Place, dst_shown: &str, plan: &mut Plan) -> bool {
@@ -1030,17 +1050,7 @@ impl Copier<'_> {
                     other => other,
                 };
                 if let Some(e) = &existing {
-                    if e.meta.kind == Kind::Dir {
-                        self.fail(format_args!(
-                            "cannot overwrite directory '{dst_shown}' with non-directory"
-                        ));
-                        return false;
-                    }
-                    if e.same_file(src) {
-                        self.fail(format_args!(
-                            "'{}' and '{dst_shown}' are the same file",
-                            src.shown
-                        ));
+                    if !self.may_replace(src, e, dst_shown) {
                         return false;
                     }
                     if !plan.made_ids.insert(Self::source_id(e)) {
@@ -1288,17 +1298,7 @@ impl Copier<'_> {
         existing: Option<Obj>,
     ) -> bool {
         if let Some(e) = existing {
-            if e.meta.kind == Kind::Dir {
-                self.fail(format_args!(
-                    "cannot overwrite directory '{dst_shown}' with non-directory"
-                ));
-                return false;
-            }
-            if e.same_file(src) {
-                self.fail(format_args!(
-                    "'{}' and '{dst_shown}' are the same file",
-                    src.shown
-                ));
+            if !self.may_replace(src, &e, dst_shown) {
                 return false;
             }
             if let Err(e) = dst.remove() {
