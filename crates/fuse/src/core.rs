@@ -346,13 +346,19 @@ impl Core {
         through_open_file: bool,
     ) -> OpResult<Entry> {
         let (fh, open) = self.open_file(ino)?;
-        let owner = self.table().get(ino).map(|n| n.attr.attr.uid);
         // ftruncate(2): the kernel passes the open file and lets only a
         // descriptor open for writing through, checking nothing more, as
         // for a local file. Its owner (not root, whom the server may
         // squash) needs no ACCESS check then: the server's owner override
         // lets the SETATTR through whatever the mode now is, as knfsd does.
-        let open_writer_owns_it = through_open_file && cred.uid != 0 && owner == Some(cred.uid);
+        // The table is locked again only for such a call.
+        let open_writer_owns_it = through_open_file
+            && size.is_some()
+            && cred.uid != 0
+            && self
+                .table()
+                .get(ino)
+                .is_some_and(|n| n.attr.attr.uid == cred.uid);
         let nfs = self.client(cred);
         let mut sattr = Sattr3 {
             mode: mode.map(|m| m & 0o7777),

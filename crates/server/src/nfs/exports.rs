@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use ipnet::IpNet;
+use rnfs_rpc::Auth;
 use rnfs_vfs::{Cred, Filesystem};
 
 use super::handles::{root_tag, ExportStamp};
@@ -368,6 +369,27 @@ impl ExportOptions {
         } else {
             Err(Refusal::Network)
         }
+    }
+
+    /// The identity a call with credential `auth` runs as (see
+    /// [`credentials`](Self::credentials)), made the calling thread's
+    /// file-system identity when `switch` (the server runs as root). On
+    /// error the call must not run: it would run with the wrong permissions.
+    #[inline]
+    pub fn act_as(
+        &self,
+        auth: &Auth<'_>,
+        switch: bool,
+    ) -> Result<Cred, rnfs_vfs::identity::IdentityError> {
+        let sys = match auth {
+            Auth::Sys(s) => Some((s.uid, s.gid, &*s.gids)),
+            _ => None,
+        };
+        let cred = self.credentials(sys);
+        if switch {
+            rnfs_vfs::identity::switch_to(&cred)?;
+        }
+        Ok(cred)
     }
 
     /// The identity a call runs with: AUTH_SYS values after squashing, or the

@@ -136,7 +136,7 @@ impl HandleKey {
             .mode(0o700)
             .create(dir)
             .map_err(dir_err)?;
-        check_state_dir(&fs::metadata(dir).map_err(dir_err)?).map_err(dir_err)?;
+        check_private(&fs::metadata(dir).map_err(dir_err)?, Private::StateDir).map_err(dir_err)?;
         // O_NONBLOCK: a FIFO put there opens at once (and is then refused)
         // instead of hanging the start.
         let no_follow = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
@@ -146,7 +146,7 @@ impl HandleKey {
             .open(&path);
         match opened {
             Ok(mut file) => {
-                check_key_file(&file.metadata().map_err(err)?).map_err(err)?;
+                check_private(&file.metadata().map_err(err)?, Private::KeyFile).map_err(err)?;
                 let mut bytes = Vec::with_capacity(16);
                 // One byte more than a key, to tell "too long" without reading
                 // an arbitrary file whole.
@@ -245,58 +245,55 @@ impl HandleKey {
     }
 }
 
-/// Refuses a key file that someone other than the server could read or
-/// replace: whoever knows the key can forge a handle for any file of any
-/// export, so, as ssh does with its private keys, a key file must be a
-/// regular file owned by the server's user (or root) with no group or other
-/// permissions.
-fn check_key_file(meta: &fs::Metadata) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let refuse = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
-    if !meta.file_type().is_file() {
-        return refuse("not a regular file".to_owned());
-    }
-    let euid = rustix::process::geteuid().as_raw();
-    if meta.uid() != euid && meta.uid() != 0 {
-        return refuse(format!(
-            "owned by uid {}, not by the server's user (uid {euid}) or root; \
-             anyone who can change it can make every handle stale",
-            meta.uid()
-        ));
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        return refuse(format!(
-            "permissions {mode:04o} are too open: whoever reads the key can forge \
-             handles to any exported file; run `chmod 600` on it"
-        ));
-    }
-    Ok(())
+/// What [`check_private`] checks.
+#[derive(Clone, Copy)]
+enum Private {
+    /// `handle.key`: whoever reads it can forge handles.
+    KeyFile,
+    /// Its directory: whoever writes it can swap the key.
+    StateDir,
 }
 
-/// Refuses a state directory in which someone other than the server could
-/// replace the key: it must be a directory owned by the server's user or
-/// root, with no group or other write permission.
-fn check_state_dir(meta: &fs::Metadata) -> io::Result<()> {
+/// Refuses a key file or state directory that someone other than the
+/// server could read or replace, as ssh does with a private key: it must be
+/// of the right type, owned by the server's user or root, and without the
+/// permission bits that would let others read the key (key file) or
+/// replace it (directory).
+fn check_private(meta: &fs::Metadata, what: Private) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let refuse = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
-    if !meta.is_dir() {
-        return refuse("not a directory".to_owned());
+    let (right_type, not_it, name, forbidden) = match what {
+        Private::KeyFile => (meta.is_file(), "not a regular file", "the key file", 0o077),
+        Private::StateDir => (
+            meta.is_dir(),
+            "not a directory",
+            "the state directory",
+            0o022,
+        ),
+    };
+    if !right_type {
+        return refuse(not_it.to_owned());
     }
     let euid = rustix::process::geteuid().as_raw();
     if meta.uid() != euid && meta.uid() != 0 {
         return refuse(format!(
-            "the state directory is owned by uid {}, not by the server's user \
-             (uid {euid}) or root: its owner could replace the handle key",
+            "{name} is owned by uid {}, not by the server's user (uid {euid}) or \
+             root: its owner could replace the handle key",
             meta.uid()
         ));
     }
     let mode = meta.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return refuse(format!(
-            "the state directory's permissions {mode:04o} let others replace the \
-             handle key; run `chmod go-w` on it, or use another --state-dir"
-        ));
+    if mode & forbidden != 0 {
+        return refuse(match what {
+            Private::KeyFile => format!(
+                "permissions {mode:04o} are too open: whoever reads the key can forge \
+                 handles to any exported file; run `chmod 600` on it"
+            ),
+            Private::StateDir => format!(
+                "the state directory's permissions {mode:04o} let others replace the \
+                 handle key; run `chmod go-w` on it, or use another --state-dir"
+            ),
+        });
     }
     Ok(())
 }

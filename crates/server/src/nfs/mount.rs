@@ -18,7 +18,7 @@ use rnfs_nfs3::{
     DumpRes, ExportNode, ExportRes, MntArgs, MountBody, MountProc3, Mountres3, Mountres3Ok,
     Mountstat3, UmntArgs, NAME_MAX,
 };
-use rnfs_rpc::{Auth, CallContext, Service, ServiceError};
+use rnfs_rpc::{CallContext, Service, ServiceError};
 use rnfs_vfs::{identity, BackendHandle, FileType, FsError};
 use rnfs_xdr::{Decode, Encode, Reader, Writer};
 
@@ -180,17 +180,13 @@ impl MountService {
         if below.is_empty() {
             return Ok(dir);
         }
-        let sys = match ctx.auth {
-            Auth::Sys(s) => Some((s.uid, s.gid, &*s.gids)),
-            _ => None,
-        };
-        let cred = export.options.credentials(sys);
-        if self.switch_identity {
-            identity::switch_to(&cred).map_err(|e| {
+        let cred = export
+            .options
+            .act_as(ctx.auth, self.switch_identity)
+            .map_err(|e| {
                 tracing::error!("{e}");
                 Mountstat3::Serverfault
             })?;
-        }
         for name in below.split(|&b| b == b'/') {
             if name.len() > NAME_MAX {
                 return Err(Mountstat3::Nametoolong);

@@ -25,7 +25,7 @@ use std::time::Duration;
 use nix::time::{clock_gettime, ClockId};
 
 use rnfs_nfs3::*;
-use rnfs_rpc::{Auth, CallContext, Service, ServiceError};
+use rnfs_rpc::{CallContext, Service, ServiceError};
 use rnfs_vfs::{identity, Attr, BackendHandle, Cred, DirEntry, FsError, FsInfo, SpecialNode, Wcc};
 use rnfs_xdr::{Decode, Encode, Reader, Writer};
 
@@ -201,17 +201,13 @@ impl NfsService {
             }
             return Err(Nfsstat3::Acces);
         }
-        let sys = match ctx.auth {
-            Auth::Sys(s) => Some((s.uid, s.gid, &*s.gids)),
-            _ => None,
-        };
-        let cred = export.options.credentials(sys);
-        if self.switch_identity {
-            if let Err(e) = identity::switch_to(&cred) {
+        let cred = export
+            .options
+            .act_as(ctx.auth, self.switch_identity)
+            .map_err(|e| {
                 tracing::error!("{e}");
-                return Err(Nfsstat3::Serverfault);
-            }
-        }
+                Nfsstat3::Serverfault
+            })?;
         Ok(Opened {
             export,
             fh: backend,
