@@ -125,11 +125,44 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-/// Logs to stderr at `level` (an `EnvFilter` directive such as `debug` or
-/// `rnfs_server=trace`), else `RUST_LOG`, else `info`.
-fn init_logging(level: Option<&str>) {
-    let filter = match level {
-        Some(directive) => EnvFilter::new(directive),
+/// The levels `--log` takes, bare or after `TARGET=`.
+const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// Checks a `--log` value and returns the filter it means: each directive a
+/// level or `TARGET=LEVEL`, with `info` for everything else unless a bare
+/// level is given. `EnvFilter` itself would take a misspelt level as a
+/// target name and silently log nothing, and `rnfs_server=debug` alone would
+/// silence every other part, errors included.
+pub(crate) fn parse_log_filter(s: &str) -> Result<String, String> {
+    let mut bare_level = false;
+    for directive in s.split(',').map(str::trim) {
+        let level = match directive.rsplit_once('=') {
+            Some((target, level)) if !target.is_empty() && !target.contains(['[', '{']) => level,
+            Some(_) => return Err(format!("`{directive}`: expected TARGET=LEVEL")),
+            None => {
+                bare_level = true;
+                directive
+            }
+        };
+        if !LOG_LEVELS.contains(&level.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "`{level}` is not a log level (expected one of {}, or TARGET=LEVEL)",
+                LOG_LEVELS.join(", ")
+            ));
+        }
+    }
+    Ok(if bare_level {
+        s.to_owned()
+    } else {
+        format!("info,{s}")
+    })
+}
+
+/// Logs to stderr with `filter` (checked by [`parse_log_filter`]), else
+/// `RUST_LOG`, else `info`.
+fn init_logging(filter: Option<&str>) {
+    let filter = match filter {
+        Some(directives) => EnvFilter::new(directives),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
     tracing_subscriber::fmt()
@@ -151,5 +184,33 @@ pub(crate) fn raise_fd_limit() {
         },
         Ok((soft, _)) => tracing::debug!("open file limit {soft}"),
         Err(e) => tracing::warn!("cannot read the open file limit: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_log_filter;
+
+    #[test]
+    fn log_filters_are_levels_or_target_levels_over_info() {
+        assert_eq!(parse_log_filter("debug").unwrap(), "debug");
+        assert_eq!(
+            parse_log_filter("rnfs_server=debug").unwrap(),
+            "info,rnfs_server=debug"
+        );
+        assert_eq!(
+            parse_log_filter("warn,rnfs_server::nfs=TRACE").unwrap(),
+            "warn,rnfs_server::nfs=TRACE"
+        );
+        for bad in [
+            "wran",
+            "",
+            "rnfs_server=loud",
+            "=debug",
+            "debug,",
+            "[span]=info",
+        ] {
+            assert!(parse_log_filter(bad).is_err(), "{bad:?} accepted");
+        }
     }
 }

@@ -257,9 +257,12 @@ pub(crate) struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     shutdown_timeout: u64,
 
-    /// Log filter: a level (error, warn, info, debug, trace) or tracing directives
-    /// such as `rnfs_server=debug`. Overrides RUST_LOG. [default: info]
-    #[arg(long, value_name = "LEVEL")]
+    /// Log filter: a level (off, error, warn, info, debug, trace), or
+    /// comma-separated TARGET=LEVEL directives such as `rnfs_server=debug`,
+    /// which raise or lower one part and leave the rest at `info` unless a
+    /// bare level is also given (`warn,rnfs_server::nfs=debug`). Overrides
+    /// RUST_LOG. [default: info]
+    #[arg(long, value_name = "LEVEL", value_parser = crate::parse_log_filter)]
     pub(crate) log: Option<String>,
 }
 

@@ -62,7 +62,12 @@ fn spawn_serve(args: &[&str]) -> (TempDir, Running, mpsc::Receiver<String>) {
     let dir = TempDir::new("serve");
     let mut child = Running(
         rnfs()
-            .args(["serve", "--threads", "2", "--log", "info"])
+            .args(["serve", "--threads", "2"])
+            .args(
+                ["--log", "info"]
+                    .iter()
+                    .filter(|_| !args.contains(&"--log")),
+            )
             .args(args)
             .arg(&dir.0)
             .arg("--state-dir")
@@ -176,6 +181,21 @@ fn missing_export_dir_is_a_usage_error() {
     let (code, err) = run_fail(&["serve", "--listen", "127.0.0.1:0", exe]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a directory"), "{err}");
+}
+
+#[test]
+fn a_misspelt_log_level_is_a_usage_error() {
+    let (code, err) = run_fail(&["serve", "--listen", "127.0.0.1:0", "--log", "wran"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`wran` is not a log level"), "{err}");
+}
+
+#[test]
+fn a_log_directive_for_one_target_keeps_the_others_at_info() {
+    // Without `info` beneath it, `rnfs_server=debug` alone silenced the
+    // startup line (another target) and every error outside the server crate.
+    let log = startup_log(&["--listen", "127.0.0.1:0", "--log", "rnfs_server=debug"]);
+    assert!(log.iter().any(|l| l.contains("serving on ")), "{log:#?}");
 }
 
 #[test]
