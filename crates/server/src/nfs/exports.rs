@@ -607,9 +607,10 @@ impl Exports {
     }
 
     /// Replaces the table with one built from `configs`. An export whose id, path
-    /// and backend kind are unchanged keeps its backend, so its clients' handles
-    /// and open state survive; only its options change. On error the old table
-    /// stays in place.
+    /// (and the directory it names), backend kind and `attr_cache_max_age` are
+    /// unchanged keeps its backend, so its open state survives; only its options
+    /// change. A reopened backend of the same directory keeps its clients'
+    /// handles. On error the old table stays in place.
     pub fn reload(&self, configs: &[ExportConfig]) -> Result<(), ConfigError> {
         let old = self.table.load_full();
         let table = build(configs, Some(&old), &*self.opener)?;
@@ -651,22 +652,31 @@ fn build(
         }
         let options = ExportOptions::from_config(c)?;
         let path_identity = path_identity(c);
-        let reuse = old.and_then(|t| t.get(id)).filter(|e| {
+        let same_dir = old.and_then(|t| t.get(id)).filter(|e| {
             e.config.path == c.path
                 && e.config.backend == c.backend
                 && e.path_identity == path_identity
         });
-        let (fs, accepts_untagged) = match (reuse, old) {
-            (Some(e), _) => (Arc::clone(&e.fs), e.accepts_untagged),
-            (None, old) => {
+        // The backend takes `attr_cache_max_age` when it opens, so a change
+        // reopens it: the same directory, so the same root and handles.
+        let reuse = same_dir.filter(|e| e.config.attr_cache_max_age == c.attr_cache_max_age);
+        let (fs, root_tag, accepts_untagged) = match reuse {
+            Some(e) => (Arc::clone(&e.fs), e.root_tag, e.accepts_untagged),
+            None => {
                 let fs = opener(c).map_err(|message| ConfigError::Backend {
                     path: mount_path.clone(),
                     message,
                 })?;
-                // At start (no old table) the root is the one untagged
-                // handles were issued under, unless the configuration
-                // changed across the restart too.
-                (fs, old.is_none())
+                let tag = root_tag(&fs.root());
+                // Untagged handles were most likely issued under the root
+                // the server started with: at start (no old table), unless
+                // the configuration changed across the restart too, and
+                // after a reopen that found that root again.
+                let accepts_untagged = match old {
+                    None => true,
+                    Some(_) => same_dir.is_some_and(|e| e.accepts_untagged && e.root_tag == tag),
+                };
+                (fs, tag, accepts_untagged)
             }
         };
         let export = Arc::new(Export {
@@ -674,7 +684,7 @@ fn build(
             mount_path: mount_path.clone(),
             config: c.clone(),
             options,
-            root_tag: root_tag(&fs.root()),
+            root_tag,
             accepts_untagged,
             path_identity,
             refusals: RefusalLog::default(),
@@ -953,6 +963,38 @@ mod tests {
         exports.reload(&config).unwrap();
         assert_eq!(opened.load(Ordering::SeqCst), 3);
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn reload_reopens_a_local_export_whose_attr_cache_max_age_changed() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dir = std::env::temp_dir().join(format!("rnfs-reload-age-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let opened = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&opened);
+        let count = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&count);
+        // Every open finds the same root, as reopening one directory does.
+        let fs: Arc<dyn Filesystem> = Arc::new(rnfs_vfs::memory::MemoryFs::new(1));
+        let opener: Box<BackendOpener> = Box::new(move |c: &ExportConfig| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            seen.lock().unwrap().push(c.attr_cache_max_age);
+            Ok(Arc::clone(&fs))
+        });
+        let mut config = [ExportConfig::new(&dir)];
+        let exports = Exports::new(&config, opener).unwrap();
+        let before = Arc::clone(exports.load().get(config[0].export_id()).unwrap());
+        config[0].attr_cache_max_age = 0;
+        exports.reload(&config).unwrap();
+        let after = Arc::clone(exports.load().get(config[0].export_id()).unwrap());
+        assert_eq!(*opened.lock().unwrap(), [DEFAULT_ATTR_CACHE_MAX_AGE, 0]);
+        // The same directory: handles of either kind stay good.
+        assert!(after.issued_under_this_root(Some(before.root_tag)));
+        assert!(after.issued_under_this_root(None));
+        // Nothing changed: the backend is kept.
+        exports.reload(&config).unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
