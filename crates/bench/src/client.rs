@@ -26,12 +26,12 @@ pub enum ClientBenchError {
     #[error("{0}")]
     Nfs(#[from] NfsError),
     /// A local file operation failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What failed.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A worker thread panicked.
     #[error("a benchmark thread panicked")]
@@ -415,9 +415,9 @@ pub struct WritebackRow {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ClientBenchError + '_ {
-    move |source| ClientBenchError::Io {
+    move |cause| ClientBenchError::Io {
         path: path.to_owned(),
-        source,
+        cause,
     }
 }
 

@@ -113,13 +113,12 @@ pub struct CaseResult {
 #[derive(Debug, thiserror::Error)]
 pub enum NfsBenchError {
     /// Preparing the trees failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The path involved.
         path: String,
         /// The error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
     /// The server did not start.
     #[error("server: {0}")]
@@ -133,9 +132,9 @@ pub enum NfsBenchError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> NfsBenchError + '_ {
-    move |source| NfsBenchError::Io {
+    move |cause| NfsBenchError::Io {
         path: path.display().to_string(),
-        source,
+        cause,
     }
 }
 
@@ -328,7 +327,7 @@ fn list_local_with(dir: &Path, mut seen: impl FnMut(&CStr)) -> Result<u64, NfsBe
                     .join(name.to_string_lossy().as_ref())
                     .display()
                     .to_string(),
-                source: e.into(),
+                cause: e.into(),
             });
             ControlFlow::Break(())
         }

@@ -11,7 +11,7 @@ use rnfs_rpc::ReplyStatus;
 #[non_exhaustive]
 pub enum ClientError {
     /// Connecting or talking to the server failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     /// No reply came within the timeout, after every retransmission.
     #[error("server not responding (timed out)")]

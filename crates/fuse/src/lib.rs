@@ -72,39 +72,39 @@ use crate::core::Core;
 #[non_exhaustive]
 pub enum MountError {
     /// The mount point cannot be used.
-    #[error("mount point {path}: {source}")]
+    #[error("mount point {path}: {cause}")]
     Mountpoint {
         /// The mount point.
         path: PathBuf,
         /// Why.
-        source: io::Error,
+        cause: io::Error,
     },
     /// Reaching or mounting the export failed.
-    #[error("mounting {url} failed: {source}")]
+    #[error("mounting {url} failed: {cause}")]
     Nfs {
         /// The export.
         url: String,
         /// Why.
-        source: NfsError,
+        cause: NfsError,
     },
     /// The URL names something that is not a directory.
     #[error("{0} is not a directory")]
     NotADirectory(String),
     /// The FUSE mount itself failed.
-    #[error("FUSE mount on {path} failed: {source}")]
+    #[error("FUSE mount on {path} failed: {cause}")]
     Fuse {
         /// The mount point.
         path: PathBuf,
         /// Why.
-        source: io::Error,
+        cause: io::Error,
     },
     /// Unmounting failed.
-    #[error("unmounting {path} failed: {source}")]
+    #[error("unmounting {path} failed: {cause}")]
     Unmount {
         /// The mount point.
         path: PathBuf,
         /// Why.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The mount options contradict the URL.
     #[error("{0}")]
@@ -175,9 +175,9 @@ impl Unmounter {
     /// it and aborts its FUSE connection (through `fusectl`) so the session
     /// ends. Unmounting what is already unmounted is not an error.
     pub fn unmount(&self) -> Result<Unmounted, MountError> {
-        let err = |source| MountError::Unmount {
+        let err = |cause| MountError::Unmount {
             path: self.mountpoint.clone(),
-            source,
+            cause,
         };
         if *self.life.phase.lock().unwrap_or_else(|e| e.into_inner()) != Phase::Running {
             return Ok(Unmounted::Clean);
@@ -312,13 +312,13 @@ pub fn spawn(
 ) -> Result<MountHandle, MountError> {
     let mountpoint = mountpoint
         .canonicalize()
-        .map_err(|source| MountError::Mountpoint {
+        .map_err(|cause| MountError::Mountpoint {
             path: mountpoint.to_owned(),
-            source,
+            cause,
         })?;
-    let nfs_err = |source| MountError::Nfs {
+    let nfs_err = |cause| MountError::Nfs {
         url: url.to_string(),
-        source,
+        cause,
     };
     let root_uid = rustix::process::geteuid().is_root();
     if !root_uid && (options.suid || options.dev) {
@@ -348,9 +348,9 @@ pub fn spawn(
     let threads = options.threads;
     let core = Arc::new(Core::new(session, root, root_attr, options));
     let fs = fs::RnfsFs::new(core.clone(), threads).map_err(MountError::Session)?;
-    let fuse_err = |source| MountError::Fuse {
+    let fuse_err = |cause| MountError::Fuse {
         path: mountpoint.clone(),
-        source,
+        cause,
     };
     let mut session = if root_uid {
         // mount(2) ourselves: the type is `fuse.rnfs`, and fuser holds no

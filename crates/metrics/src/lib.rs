@@ -69,15 +69,14 @@ pub use server::{HttpLimits, MetricsServer};
 #[non_exhaustive]
 pub enum MetricsError {
     /// The address could not be bound (in use, not local, or privileged).
-    #[error("metrics: cannot listen on {addr}: {source}")]
+    #[error("metrics: cannot listen on {addr}: {cause}")]
     Bind {
         /// The address asked for.
         addr: std::net::SocketAddr,
         /// Why.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The runtime or its thread could not be created.
     #[error("metrics: cannot start the HTTP thread: {0}")]
-    Start(#[source] std::io::Error),
+    Start(std::io::Error),
 }

@@ -89,7 +89,7 @@ impl MetricsServer {
         source: Arc<dyn Fn() -> StatsSnapshot + Send + Sync>,
         limits: HttpLimits,
     ) -> Result<Self, MetricsError> {
-        let bind = |source| MetricsError::Bind { addr, source };
+        let bind = |cause| MetricsError::Bind { addr, cause };
         let std_listener = std::net::TcpListener::bind(addr).map_err(bind)?;
         std_listener.set_nonblocking(true).map_err(bind)?;
         let local_addr = std_listener.local_addr().map_err(bind)?;

@@ -620,7 +620,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
                 addr,
                 Arc::new(move || source.stats().unwrap_or_default()),
             )
-            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+            .context("cannot serve --metrics")?;
             Some(http)
         }
         None => None,

@@ -8,6 +8,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -196,6 +197,32 @@ fn a_log_directive_for_one_target_keeps_the_others_at_info() {
     // startup line (another target) and every error outside the server crate.
     let log = startup_log(&["--listen", "127.0.0.1:0", "--log", "rnfs_server=debug"]);
     assert!(log.iter().any(|l| l.contains("serving on ")), "{log:#?}");
+}
+
+#[test]
+fn an_error_names_its_cause_once() {
+    let dir = TempDir::new("cause");
+    let missing = dir.0.join("missing.toml");
+    let (code, err) = run_fail(&["serve", "--config", missing.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    let key_dir = dir.0.join("state");
+    std::fs::create_dir(&key_dir).unwrap();
+    std::fs::set_permissions(&key_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let key = key_dir.join("handle.key");
+    std::fs::write(&key, [0u8; 32]).unwrap();
+    // Readable by others: refused, with the remedy.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, err) = run_fail(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--state-dir",
+        key_dir.to_str().unwrap(),
+        dir.0.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.matches("chmod").count(), 1, "{err}");
 }
 
 #[test]

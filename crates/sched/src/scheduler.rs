@@ -44,7 +44,7 @@ pub enum StartError {
     Config(#[from] ConfigError),
     /// The OS would not create a thread.
     #[error("cannot start service thread: {0}")]
-    Spawn(#[source] io::Error),
+    Spawn(io::Error),
 }
 
 /// A thread-count change was refused.
@@ -80,7 +80,7 @@ pub enum ResizeError {
     ShuttingDown,
     /// The OS would not create a thread.
     #[error("cannot start service thread: {0}")]
-    Spawn(#[source] io::Error),
+    Spawn(io::Error),
 }
 
 struct Core<T> {

@@ -39,13 +39,12 @@ pub(crate) enum SocketError {
     #[error("{} exists and is not a socket", .0.display())]
     NotASocket(PathBuf),
     /// The OS refused.
-    #[error("cannot create the admin socket {}: {source}", path.display())]
+    #[error("cannot create the admin socket {}: {cause}", path.display())]
     Io {
         /// The socket path.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
@@ -65,9 +64,9 @@ impl BoundSocket {
     /// refuses a live one, binds, and restricts the socket to its owner (0600).
     pub(crate) fn bind(path: &Path) -> Result<Self, SocketError> {
         let listener = bind(path)?;
-        let meta = std::fs::metadata(path).map_err(|source| SocketError::Io {
+        let meta = std::fs::metadata(path).map_err(|cause| SocketError::Io {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
         Ok(BoundSocket {
             listener: Some(listener),
@@ -88,7 +87,7 @@ impl BoundSocket {
     ) -> Result<AdminSocket, SocketError> {
         let listener = self.listener.take().ok_or_else(|| SocketError::Io {
             path: self.path.clone(),
-            source: io::Error::other("socket already served"),
+            cause: io::Error::other("socket already served"),
         })?;
         let stop = Arc::new(AtomicBool::new(false));
         let acceptor = {
@@ -96,9 +95,9 @@ impl BoundSocket {
             std::thread::Builder::new()
                 .name("rnfs-admin".into())
                 .spawn(move || accept_loop(&listener, &stop, &handler))
-                .map_err(|source| SocketError::Io {
+                .map_err(|cause| SocketError::Io {
                     path: self.path.clone(),
-                    source,
+                    cause,
                 })?
         };
         // The file now belongs to the AdminSocket.
@@ -175,9 +174,9 @@ impl Drop for AdminSocket {
 }
 
 fn bind(path: &Path) -> Result<UnixListener, SocketError> {
-    let io_err = |source| SocketError::Io {
+    let io_err = |cause| SocketError::Io {
         path: path.to_owned(),
-        source,
+        cause,
     };
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         DirBuilder::new()

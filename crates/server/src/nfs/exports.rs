@@ -205,13 +205,12 @@ pub struct ConfigFile {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file is not valid TOML for this schema.
     #[error("{}: {message}", path.display())]
@@ -267,9 +266,9 @@ pub enum ConfigError {
 impl ConfigFile {
     /// Reads and parses a TOML configuration file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
         Self::parse(&text).map_err(|message| ConfigError::Parse {
             path: path.to_owned(),

@@ -123,13 +123,13 @@ impl HandleKey {
     /// can write the directory can swap the key.
     pub fn load_or_create(dir: &Path) -> Result<Self, KeyError> {
         let path = dir.join(Self::FILE_NAME);
-        let err = |source| KeyError {
+        let err = |cause| KeyError {
             path: path.clone(),
-            source,
+            cause,
         };
-        let dir_err = |source| KeyError {
+        let dir_err = |cause| KeyError {
             path: dir.to_owned(),
-            source,
+            cause,
         };
         fs::DirBuilder::new()
             .recursive(true)
@@ -300,13 +300,12 @@ fn check_private(meta: &fs::Metadata, what: Private) -> io::Result<()> {
 
 /// The handle key could not be read or created.
 #[derive(Debug, thiserror::Error)]
-#[error("handle key {}: {source}", path.display())]
+#[error("handle key {}: {cause}", path.display())]
 pub struct KeyError {
     /// The file or directory involved.
     pub path: PathBuf,
     /// What went wrong.
-    #[source]
-    pub source: io::Error,
+    pub cause: io::Error,
 }
 
 #[cfg(test)]
@@ -417,7 +416,7 @@ mod tests {
         let file = dir.join(HandleKey::FILE_NAME);
         fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
         let e = HandleKey::load_or_create(&dir).unwrap_err();
-        assert_eq!(e.source.kind(), io::ErrorKind::PermissionDenied);
+        assert_eq!(e.cause.kind(), io::ErrorKind::PermissionDenied);
         assert!(
             e.to_string().contains("permissions 0644 are too open"),
             "{e}"
@@ -458,7 +457,7 @@ mod tests {
         fs::write(&planted, b"").unwrap();
         fs::set_permissions(&planted, fs::Permissions::from_mode(0o666)).unwrap();
         let e = HandleKey::load_or_create(&dir).unwrap_err();
-        assert_eq!(e.source.kind(), io::ErrorKind::PermissionDenied);
+        assert_eq!(e.cause.kind(), io::ErrorKind::PermissionDenied);
         assert!(e.to_string().contains("permissions 0777"), "{e}");
         assert!(!dir.join(HandleKey::FILE_NAME).exists());
         assert_eq!(fs::read(&planted).unwrap(), b"", "nothing written to it");

@@ -270,20 +270,20 @@ impl Default for LocalOptions {
 #[non_exhaustive]
 pub enum LocalError {
     /// The export directory cannot be opened or stat'ed.
-    #[error("cannot open export directory {path}: {source}")]
+    #[error("cannot open export directory {path}: {cause}")]
     Open {
         /// The export path.
         path: PathBuf,
         /// The system error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file system does not give out file handles (`name_to_handle_at`).
-    #[error("file system of {path} does not support file handles: {source}")]
+    #[error("file system of {path} does not support file handles: {cause}")]
     HandlesUnsupported {
         /// The export path.
         path: PathBuf,
         /// The system error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file system's handles do not fit in a [`BackendHandle`].
     #[error("file handles of {path} are {len} bytes (type {handle_type}); at most {max} fit")]
@@ -298,28 +298,28 @@ pub enum LocalError {
         max: usize,
     },
     /// `open_by_handle_at` failed for another reason than missing privilege.
-    #[error("cannot resolve file handles under {path}: {source}")]
+    #[error("cannot resolve file handles under {path}: {cause}")]
     Handles {
         /// The export path.
         path: PathBuf,
         /// The system error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// `/proc/self/fd` is missing or unusable.
-    #[error("export {path} needs /proc/self/fd: {source}")]
+    #[error("export {path} needs /proc/self/fd: {cause}")]
     Proc {
         /// The export path.
         path: PathBuf,
         /// The system error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// No random bytes for the write verifier.
-    #[error("export {path}: cannot read /dev/urandom for the write verifier: {source}")]
+    #[error("export {path}: cannot read /dev/urandom for the write verifier: {cause}")]
     Random {
         /// The export path.
         path: PathBuf,
         /// The system error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -454,7 +454,7 @@ impl LocalFs {
         let owned = || path.to_path_buf();
         let open_err = |e: Errno| LocalError::Open {
             path: owned(),
-            source: e.into(),
+            cause: e.into(),
         };
         let root = rfs::open(
             path,
@@ -467,7 +467,7 @@ impl LocalFs {
 
         let proc_err = |e: Errno| LocalError::Proc {
             path: owned(),
-            source: e.into(),
+            cause: e.into(),
         };
         let proc_fd = rfs::open(
             "/proc/self/fd",
@@ -490,7 +490,7 @@ impl LocalFs {
         let kernel = sys::name_to_handle(root.as_fd(), c"", libc::AT_EMPTY_PATH).map_err(|e| {
             LocalError::HandlesUnsupported {
                 path: owned(),
-                source: e.into(),
+                cause: e.into(),
             }
         })?;
         let root_handle = handle::encode(&kernel).ok_or_else(|| LocalError::HandleTooLong {
@@ -510,7 +510,7 @@ impl LocalFs {
             Err(e) => {
                 return Err(LocalError::Handles {
                     path: owned(),
-                    source: e.into(),
+                    cause: e.into(),
                 })
             }
         };
@@ -527,9 +527,9 @@ impl LocalFs {
         let mut verifier = [0u8; 8];
         File::open("/dev/urandom")
             .and_then(|mut f| f.read_exact(&mut verifier))
-            .map_err(|source| LocalError::Random {
+            .map_err(|cause| LocalError::Random {
                 path: owned(),
-                source,
+                cause,
             })?;
 
         let fd_limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
