@@ -220,7 +220,7 @@ impl Control {
             changed,
         } = self
             .replace_exports(&file.exports)
-            .map_err(|e| format!("keeping the old exports: {e}"))?;
+            .map_err(|e| format!("keeping the old exports: {}: {e}", path.display()))?;
         Ok(ReloadReply {
             config: path.display().to_string(),
             exports: self.exports.load().len() as u64,

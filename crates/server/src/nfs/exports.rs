@@ -16,7 +16,8 @@
 //! squash = "root"                    # "root" (default), "all" or "none"
 //! anonuid = 65534                    # identity of squashed callers
 //! anongid = 65534
-//! clients = ["10.0.0.0/8", "192.168.1.7"]   # default (absent): everyone;
+//! clients = ["10.0.0.0/8", "192.168.1.7"]   # addresses and networks (v4, v6);
+//!                                    # absent or "*": everyone; no host names;
 //!                                    # `clients = []` is an error, not "everyone"
 //! secure = false                     # require a source port below 1024
 //! attr_cache_max_age = 10            # seconds READDIRPLUS may answer from cached
@@ -223,9 +224,11 @@ pub enum ConfigError {
     /// No `[[export]]`.
     #[error("no exports configured")]
     NoExports,
-    /// A `clients` entry is neither an address nor a CIDR network.
+    /// A `clients` entry is neither an address nor a CIDR network nor `*`.
     #[error(
-        "export {path}: bad client network {value:?} (expected e.g. 10.0.0.0/8 or 192.168.1.7)"
+        "export {path}: bad client network {value:?} (expected an address or network such as \
+         10.0.0.0/8, 192.168.1.7 or fd00::/8, or * for everyone; host names, wildcards and \
+         @netgroups are not supported)"
     )]
     BadNetwork {
         /// The export's mount path.
@@ -233,18 +236,25 @@ pub enum ConfigError {
         /// The entry.
         value: String,
     },
-    /// Two exports share an id or a mount path.
-    #[error("exports {first} and {second} have the same {what}; give one an explicit `{field}`")]
-    Duplicate {
+    /// Two exports share a mount path.
+    #[error(
+        "two exports have the mount path {0} (a `mount_path`, or the `path` itself); \
+         remove one or give it another `mount_path`"
+    )]
+    DuplicateMountPath(String),
+    /// Two exports with different mount paths share an id.
+    #[error("exports {first} and {second} have the same id {id}; give one another `id`")]
+    DuplicateId {
         /// One export's mount path.
         first: String,
         /// The other's.
         second: String,
-        /// "id" or "mount path".
-        what: &'static str,
-        /// The field to set.
-        field: &'static str,
+        /// The id.
+        id: u32,
     },
+    /// A local export's `path` is not absolute.
+    #[error("export {0}: `path` must be absolute")]
+    RelativePath(String),
     /// `clients = []`: a list that admits nobody.
     #[error(
         "export {0}: `clients = []` admits nobody; remove the export, or omit `clients` to admit everyone"
@@ -321,6 +331,12 @@ impl ExportOptions {
                 ))
             }
             Some(list) => &list[..],
+        };
+        // `*` admits everyone, as in exports(5): the empty list.
+        let clients = if clients.iter().any(|s| s == "*") {
+            &[][..]
+        } else {
+            clients
         };
         let clients = clients
             .iter()
@@ -628,25 +644,26 @@ fn build(
     }
     let mut table = ExportTable::default();
     for c in configs {
+        // Resolved against the server's working directory, a relative path
+        // would name another directory under systemd (started in /).
+        if c.backend == BackendKind::Local && !c.path.is_absolute() {
+            return Err(ConfigError::RelativePath(c.path.display().to_string()));
+        }
         let mount_path = normalize_mount_path(&c.mount_path()).to_owned();
         if !mount_path.starts_with('/') {
             return Err(ConfigError::RelativeMountPath(mount_path));
         }
+        // The mount path first: the default id is its hash, so two equal
+        // mount paths also share an id, and the remedy is another path.
+        if table.by_path.contains_key(&mount_path) {
+            return Err(ConfigError::DuplicateMountPath(mount_path));
+        }
         let id = c.export_id();
         if let Some(other) = table.by_id.get(&id) {
-            return Err(ConfigError::Duplicate {
+            return Err(ConfigError::DuplicateId {
                 first: other.mount_path.clone(),
                 second: mount_path,
-                what: "id",
-                field: "id",
-            });
-        }
-        if let Some(other) = table.by_path.get(&mount_path) {
-            return Err(ConfigError::Duplicate {
-                first: other.mount_path.clone(),
-                second: mount_path,
-                what: "mount path",
-                field: "mount_path",
+                id,
             });
         }
         let options = ExportOptions::from_config(c)?;
@@ -786,6 +803,17 @@ mod tests {
             Err(Refusal::InsecurePort)
         );
         let mut c = ExportConfig::new("/x");
+        c.clients = Some(vec!["10.0.0.0/8".into(), "*".into()]);
+        let everyone = ExportOptions::from_config(&c).unwrap();
+        assert_eq!(
+            everyone.check(Some("192.0.2.1:900".parse().unwrap())),
+            Ok(())
+        );
+        assert_eq!(
+            everyone.check(Some("[2001:db8::1]:900".parse().unwrap())),
+            Ok(())
+        );
+        let mut c = ExportConfig::new("/x");
         c.clients = Some(vec!["10.0.0.0/33".into()]);
         assert!(matches!(
             ExportOptions::from_config(&c),
@@ -915,9 +943,31 @@ mod tests {
         let mut dup = ExportConfig::new("/d");
         dup.id = Some(a.export_id());
         assert!(matches!(
-            exports.reload(&[a, dup]),
-            Err(ConfigError::Duplicate { .. })
+            exports.reload(&[a.clone(), dup]),
+            Err(ConfigError::DuplicateId { .. })
         ));
+        // The same mount path twice is a duplicate mount path (not an id
+        // clash, although the default ids clash too), with or without
+        // explicit ids and mount paths.
+        let mut twice = a.clone();
+        twice.id = Some(77);
+        for second in [a.clone(), twice] {
+            let err = exports.reload(&[a.clone(), second]).unwrap_err();
+            assert!(
+                matches!(err, ConfigError::DuplicateMountPath(ref p) if p == "/a"),
+                "{err}"
+            );
+        }
+        let mut elsewhere = ExportConfig::new("/e");
+        elsewhere.mount_path = Some("/a".into());
+        assert!(matches!(
+            exports.reload(&[a, elsewhere]),
+            Err(ConfigError::DuplicateMountPath(_))
+        ));
+        // A relative local path is refused, not resolved against the
+        // server's working directory.
+        let err = exports.reload(&[ExportConfig::new("data")]).unwrap_err();
+        assert!(matches!(err, ConfigError::RelativePath(_)), "{err}");
     }
 
     #[test]
