@@ -53,9 +53,10 @@ A running server is watched with `rnfs stats` and changed with `rnfs admin` \
 (threads, exports, reload, drain) through its admin socket (--admin-socket).
 
 Clients mount EXPORT_DIR by its absolute path (or --mount-path), on the same port \
-as NFS: `mount -t nfs -o vers=3,proto=tcp,port=P,mountport=P host:/srv/data /mnt`. \
-With the built-in port mapper (--portmap, as root) a plain \
-`mount -t nfs host:/srv/data /mnt` works.
+as NFS: `mount -t nfs -o vers=3,proto=tcp,port=P,mountport=P,mountproto=tcp,nolock \
+host:/srv/data /mnt` (`nolock`: rnfs has no NLM lock manager, so locks stay local \
+to each client). With the built-in port mapper (--portmap, as root) \
+`mount -t nfs -o vers=3,nolock host:/srv/data /mnt` works.
 
 EXPORT_DIR is exported read-write with root squashing (uid 0 becomes --anonuid); \
 a config file's exports are read-only unless they say `access = \"rw\"`, as \
@@ -166,8 +167,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     min_threads: Option<u32>,
 
-    /// Size the thread pool dynamically, never above N threads. [default: 64 when
-    /// --min-threads is given]
+    /// Size the thread pool dynamically, never above N threads. [default, when
+    /// only --min-threads is given: 64, or --min-threads if that is larger]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_threads: Option<u32>,
 
@@ -580,7 +581,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     );
     for e in exports.load().iter() {
         tracing::info!(
-            "export {} -> {} ({:?}, {:?}, squash {:?}, clients {})",
+            "export {} -> {} ({}, {}, squash {}, clients {})",
             e.mount_path,
             e.config.path.display(),
             e.config.backend,

@@ -662,6 +662,12 @@ fn drain_stops_serving_and_keeps_answering_stats() {
     let out = server.cli(&["admin", "threads", "3"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("drained"), "{}", stderr(&out));
+    // Nor do the exports change any more.
+    let more = dir.path("more");
+    std::fs::create_dir(&more).unwrap();
+    let out = server.cli(&["admin", "export", "add", more.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("drained"), "{}", stderr(&out));
 
     let (status, _) = server.stop(Signal::SIGTERM, Duration::from_secs(15));
     assert!(status.success(), "{status:?}");

@@ -108,6 +108,14 @@ pub struct CallContext<'a> {
     pub peer: Option<SocketAddr>,
 }
 
+impl CallContext<'_> {
+    /// The caller's address for a log line: `ADDR:PORT`, or `unknown`.
+    pub fn peer_name(&self) -> String {
+        self.peer
+            .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+    }
+}
+
 /// How a service refuses or fails a call; each maps to one reply status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -208,7 +208,7 @@ impl Control {
         let Some(path) = &self.config_file else {
             return Err(
                 "the server was started without --config: there is no file to \
-                        reload (use export-add and export-remove)"
+                        reload (use `rnfs admin export add` and `rnfs admin export remove`)"
                     .into(),
             );
         };
@@ -298,6 +298,9 @@ impl Control {
     /// Swaps the table for one built from `configs` and logs each export that
     /// changed.
     fn replace_exports(&self, configs: &[ExportConfig]) -> Result<TableChanges, String> {
+        if read(&self.server).is_none() {
+            return Err("the server has been drained: it serves no exports any more".into());
+        }
         let before: Vec<(String, ExportConfig)> = self
             .exports
             .load()

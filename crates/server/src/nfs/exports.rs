@@ -77,6 +77,20 @@ pub enum BackendKind {
     Memory,
 }
 
+/// The configuration's spelling (`ro`, `root`, `local`...), for log lines.
+macro_rules! display_as_config {
+    ($ty:ty { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(match self { $(Self::$variant => $name),+ })
+            }
+        }
+    };
+}
+display_as_config!(Access { Ro => "ro", Rw => "rw" });
+display_as_config!(Squash { Root => "root", All => "all", None => "none" });
+display_as_config!(BackendKind { Local => "local", Memory => "memory" });
+
 /// Default anonymous uid and gid (`nobody`/`nogroup` on Debian).
 pub const ANON_ID: u32 = 65534;
 

@@ -121,36 +121,31 @@ impl MountService {
     }
 
     /// The caller's address and port, for logs.
-    fn peer(ctx: &CallContext<'_>) -> String {
-        ctx.peer
-            .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
-    }
-
     fn mnt(&self, ctx: &CallContext<'_>, a: MntArgs<'_>) -> Mountres3 {
         // Logged as a quoted field: the path is the client's to choose.
         let shown = String::from_utf8_lossy(a.dirpath);
         let path = match canonical_path(a.dirpath) {
             Ok(path) => path,
             Err(status) => {
-                tracing::info!(peer = ?ctx.peer, path = ?shown, "MNT refused: {status:?}");
+                tracing::info!(peer = %ctx.peer_name(), path = ?shown, "MNT refused: {status:?}");
                 return Mountres3::Fail(status);
             }
         };
         let table = self.exports.load();
         let Some((export, below)) = export_holding(&table, &path) else {
-            tracing::info!(peer = ?ctx.peer, path = ?shown, "MNT: no such export");
+            tracing::info!(peer = %ctx.peer_name(), path = ?shown, "MNT: no such export");
             return Mountres3::Fail(Mountstat3::Noent);
         };
         if let Err(refusal) = export.options.check(ctx.peer) {
             if let Some(not_logged) = export.refusals.admit(ctx.peer) {
-                tracing::warn!(peer = ?ctx.peer, path = ?shown, not_logged, "MNT refused: {refusal}");
+                tracing::warn!(peer = %ctx.peer_name(), path = ?shown, not_logged, "MNT refused: {refusal}");
             }
             return Mountres3::Fail(Mountstat3::Acces);
         }
         let dir = match self.resolve_below(ctx, export, below) {
             Ok(dir) => dir,
             Err(status) => {
-                tracing::info!(peer = ?ctx.peer, path = ?shown, "MNT refused: {status:?}");
+                tracing::info!(peer = %ctx.peer_name(), path = ?shown, "MNT refused: {status:?}");
                 return Mountres3::Fail(status);
             }
         };
@@ -158,7 +153,7 @@ impl MountService {
         let host = Self::host(ctx);
         let mounted = String::from_utf8_lossy(&path);
         self.mounts.insert(&host, &mounted);
-        tracing::info!(peer = %Self::peer(ctx), export = %export.mount_path, path = ?mounted, "client mounted");
+        tracing::info!(peer = %ctx.peer_name(), export = %export.mount_path, path = ?mounted, "client mounted");
         Mountres3::Ok(Mountres3Ok {
             fhandle,
             auth_flavors: vec![AUTH_SYS],
@@ -314,13 +309,13 @@ impl Service for MountService {
                 let path = String::from_utf8_lossy(&path);
                 let host = Self::host(ctx);
                 if self.mounts.remove(&host, &path) {
-                    tracing::info!(peer = %Self::peer(ctx), export = ?path, "client unmounted");
+                    tracing::info!(peer = %ctx.peer_name(), export = ?path, "client unmounted");
                 }
             }
             MountProc3::Umntall => {
                 let host = Self::host(ctx);
                 for path in self.mounts.remove_host(&host) {
-                    tracing::info!(peer = %Self::peer(ctx), export = %path, "client unmounted");
+                    tracing::info!(peer = %ctx.peer_name(), export = %path, "client unmounted");
                 }
             }
             MountProc3::Export => {

@@ -192,7 +192,7 @@ impl NfsService {
         if let Err(refusal) = export.options.check(ctx.peer) {
             if let Some(not_logged) = export.refusals.admit(ctx.peer) {
                 tracing::warn!(
-                    peer = ?ctx.peer,
+                    peer = %ctx.peer_name(),
                     export = %export.mount_path,
                     not_logged,
                     "refused NFS call: {refusal} (one such line per host and export every \

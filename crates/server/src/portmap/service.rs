@@ -94,7 +94,7 @@ impl PortmapService {
     /// The owner a registering caller gets, or AUTH_TOOWEAK.
     fn registrant(&self, ctx: &CallContext<'_>) -> Result<&'static str, ServiceError> {
         let refuse = || {
-            tracing::debug!(peer = ?ctx.peer, vers = ctx.vers, proc_ = ctx.proc_, "port mapper: SET/UNSET refused");
+            tracing::debug!(peer = %ctx.peer_name(), vers = ctx.vers, proc_ = ctx.proc_, "port mapper: SET/UNSET refused");
             Err(ServiceError::AuthError(AuthStat::TooWeak))
         };
         let Some(peer) = ctx.peer.filter(|p| is_loopback(p.ip())) else {
