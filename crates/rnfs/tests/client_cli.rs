@@ -2133,3 +2133,46 @@ fn cp_without_r_reads_a_local_fifo_or_device() {
     assert_eq!(fs::read(s.path("piped")).unwrap(), b"through the pipe");
     assert!(fs::symlink_metadata(s.path("piped")).unwrap().is_file());
 }
+
+#[test]
+fn an_unreadable_source_leaves_the_destination_alone() {
+    if fs::metadata("/proc/self").unwrap().uid() != 0 {
+        return; // the server must act as the caller to refuse a read
+    }
+    let s = Server::start("unreadable");
+    let local = TempDir::new("unreadable-dst");
+    fs::create_dir(s.path("tree")).unwrap();
+    fs::write(s.path("tree/secret"), b"for root only").unwrap();
+    fs::set_permissions(s.path("tree/secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    let keep = local.path("keep");
+    fs::write(&keep, b"precious").unwrap();
+    let nobody = ["--uid", "65534", "--gid", "65534"];
+    let src = s.url("tree/secret");
+    for dst in [keep.to_str().unwrap().to_owned(), s.url2("kept")] {
+        if dst.starts_with("nfs:") {
+            fs::write(s.path("kept"), b"precious").unwrap();
+            fs::set_permissions(s.path("kept"), fs::Permissions::from_mode(0o666)).unwrap();
+        }
+        let r = run(&[&["cp"][..], &nobody, &[&src, &dst]].concat());
+        assert_eq!(r.code, 1, "{}", r.err);
+        assert!(
+            r.err.ends_with(&format!(
+                "cannot open '{src}' for reading: Permission denied\n"
+            )),
+            "{}",
+            r.err
+        );
+    }
+    assert_eq!(fs::read(&keep).unwrap(), b"precious");
+    assert_eq!(fs::read(s.path("kept")).unwrap(), b"precious");
+    // Recursively: no empty copy is left behind.
+    let out = local.path("out");
+    let r = run(&[
+        &["cp", "-r"][..],
+        &nobody,
+        &[&s.url("tree"), out.to_str().unwrap()],
+    ]
+    .concat());
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(!out.join("secret").exists(), "{}", r.err);
+}

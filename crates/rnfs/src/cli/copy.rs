@@ -23,7 +23,7 @@ use nix::errno::Errno;
 use rnfs_client::{DirtyBudget, NfsError};
 use rnfs_nfs3::{
     CreateHow3, Devicedata3, Fattr3, FileHandle, Ftype3, Mknoddata3, Nfsstat3, Nfstime3, Sattr3,
-    SetTime, Specdata3,
+    SetTime, Specdata3, ACCESS3_READ,
 };
 
 use super::format::umask;
@@ -1405,6 +1405,22 @@ impl Copier<'_> {
                         }
                     },
                 };
+                // As open(2) on a kernel mount asks ACCESS: an unreadable
+                // (or vanished) source must fail before the destination
+                // is created or truncated.
+                let readable = target
+                    .session
+                    .nfs()
+                    .access(fh, ACCESS3_READ)
+                    .map_err(Error::from)
+                    .and_then(|(granted, _)| match granted & ACCESS3_READ {
+                        0 => Err(Error::Errno(Errno::EACCES as i32)),
+                        _ => Ok(()),
+                    });
+                if let Err(e) = readable {
+                    self.fail(format_args!("cannot open '{}' for reading: {e}", src.shown));
+                    return false;
+                }
                 Reader::Nfs(Box::new(open_nfs(&target.session, *fh, &attr, budget)), 0)
             }
         };
