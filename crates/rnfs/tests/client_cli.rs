@@ -2176,3 +2176,45 @@ fn an_unreadable_source_leaves_the_destination_alone() {
     assert_eq!(r.code, 1, "{}", r.err);
     assert!(!out.join("secret").exists(), "{}", r.err);
 }
+
+#[test]
+fn a_trailing_slash_on_a_file_is_not_a_directory() {
+    let s = Server::start("slash");
+    fs::write(s.path("f"), b"data").unwrap();
+    std::os::unix::fs::symlink("f", s.path("lnk")).unwrap();
+    fs::create_dir(s.path("d")).unwrap();
+    std::os::unix::fs::symlink("d", s.path("dlnk")).unwrap();
+    for name in ["f/", "lnk/"] {
+        let url = s.url(name);
+        // GNU's messages and exit codes.
+        for (cmd, code, err) in [
+            (
+                "rm",
+                1,
+                format!("rnfs rm: cannot remove '{url}': Not a directory\n"),
+            ),
+            (
+                "ls",
+                2,
+                format!("rnfs ls: cannot access '{url}': Not a directory\n"),
+            ),
+            (
+                "stat",
+                1,
+                format!("rnfs stat: cannot stat '{url}': Not a directory\n"),
+            ),
+            ("cat", 1, format!("rnfs cat: {url}: Not a directory\n")),
+        ] {
+            let r = run(&[cmd, &url]);
+            assert_eq!(
+                (r.code, r.err.as_str()),
+                (code, err.as_str()),
+                "{cmd} {name}"
+            );
+        }
+    }
+    assert!(s.path("f").exists() && s.path("lnk").symlink_metadata().is_ok());
+    // A link to a directory, with the slash, is the directory.
+    assert_eq!(ok(&["ls", &s.url("dlnk/")]), "");
+    assert!(ok(&["stat", &s.url("dlnk/")]).contains("directory"));
+}

@@ -38,7 +38,7 @@ pub(crate) struct CatArgs {
 pub(crate) fn run(ctx: &Ctx, args: &CatArgs) {
     let mut out = io::stdout().lock();
     for arg in &args.urls {
-        let (res, target) = match ctx.remotes.open_resolved(&arg.url, true) {
+        let (res, target) = match ctx.remotes.open_resolved(arg, true) {
             Ok(f) => f,
             Err(e) => {
                 ctx.fail(1, format_args!("{}: {e}", arg.text));

@@ -72,7 +72,7 @@ pub(crate) fn run(ctx: &Ctx, args: &DfArgs) {
     for arg in &args.urls {
         let found = ctx
             .remotes
-            .open_resolved(&arg.url, true)
+            .open_resolved(arg, true)
             .and_then(|(res, t)| Ok((t.session.nfs().fsstat(&res.fh)?, t)));
         let (st, target) = match found {
             Ok(f) => f,

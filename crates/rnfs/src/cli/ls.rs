@@ -162,7 +162,7 @@ pub(crate) fn run(ctx: &Ctx, args: &LsArgs) {
     let mut files = Vec::new();
     let mut dirs = Vec::new();
     for arg in &args.urls {
-        let (res, target) = match ctx.remotes.open_resolved(&arg.url, false) {
+        let (res, target) = match ctx.remotes.open_resolved(arg, false) {
             Ok(f) => f,
             Err(e) => {
                 ls.fail(2, format_args!("cannot access '{}': {e}", arg.text));

@@ -131,6 +131,19 @@ pub(crate) struct UrlArg {
     url: NfsUrl,
 }
 
+impl UrlArg {
+    /// Whether the URL's path was typed with a trailing `/`: it names a
+    /// directory (a symbolic link is followed to one), read from what was
+    /// typed since the parsed path is normalized.
+    pub(crate) fn trailing_slash(&self) -> bool {
+        let path = self
+            .text
+            .split_once('?')
+            .map_or(self.text.as_str(), |(p, _)| p);
+        path.ends_with('/')
+    }
+}
+
 /// clap's parser for `nfs://` URL arguments: a bad URL is a usage error.
 fn parse_url(s: &str) -> Result<UrlArg, UrlError> {
     Ok(UrlArg {
@@ -165,10 +178,7 @@ impl PathArg {
     fn trailing_slash(&self) -> bool {
         use std::os::unix::ffi::OsStrExt;
         match self {
-            Self::Nfs(u) => {
-                let path = u.text.split_once('?').map_or(u.text.as_str(), |(p, _)| p);
-                path.ends_with('/')
-            }
+            Self::Nfs(u) => u.trailing_slash(),
             Self::Local(p) => p.as_os_str().as_bytes().ends_with(b"/"),
         }
     }

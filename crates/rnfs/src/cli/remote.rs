@@ -11,6 +11,7 @@ use rnfs_client::{
 use rnfs_nfs3::{Fattr3, FileHandle, Ftype3, Nfsstat3};
 
 use super::format::msg_name;
+use super::UrlArg;
 
 /// Symbolic links followed in one path before giving up with ELOOP, as Linux.
 const MAX_SYMLINKS: usize = 40;
@@ -424,13 +425,20 @@ impl Remotes {
     }
 
     /// [`Remotes::open`], then the path resolved (see [`Target::resolve`]).
+    /// A trailing `/` resolves a final symbolic link and must end at a
+    /// directory (ENOTDIR otherwise), as path resolution does in the kernel.
     pub(crate) fn open_resolved(
         &self,
-        url: &NfsUrl,
+        arg: &UrlArg,
         follow: bool,
     ) -> Result<(Resolved, Target), Error> {
-        let target = self.open(url)?;
-        Ok((target.resolve(follow)?, target))
+        let target = self.open(&arg.url)?;
+        let dir_only = arg.trailing_slash();
+        let resolved = target.resolve(follow || dir_only)?;
+        if dir_only && resolved.attr.ftype != Ftype3::Dir {
+            return Err(Error::Errno(nix::errno::Errno::ENOTDIR as i32));
+        }
+        Ok((resolved, target))
     }
 
     /// Unmounts every session (advisory, as umount(8)).

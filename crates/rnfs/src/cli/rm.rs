@@ -115,6 +115,11 @@ fn remove_one(ctx: &Ctx, args: &RmArgs, arg: &UrlArg) {
         Err(e) => return report(e),
     };
     if ftype != Ftype3::Dir {
+        // `name/` names a directory: a file, or a symbolic link (which
+        // unlink(2) would not follow), is not one.
+        if arg.trailing_slash() {
+            return report(Error::Errno(Errno::ENOTDIR as i32));
+        }
         match session.nfs().remove(&dir, name.as_bytes()) {
             Ok(_) => verbose(args.verbose, format_args!("removed '{}'", arg.text)),
             Err(e) => report(e.into()),

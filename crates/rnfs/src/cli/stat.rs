@@ -45,7 +45,7 @@ pub(crate) struct StatArgs {
 pub(crate) fn run(ctx: &Ctx, args: &StatArgs) {
     let mut out = io::stdout().lock();
     for arg in &args.urls {
-        let (res, target) = match ctx.remotes.open_resolved(&arg.url, args.dereference) {
+        let (res, target) = match ctx.remotes.open_resolved(arg, args.dereference) {
             Ok(f) => f,
             Err(e) => {
                 let _ = out.flush();
