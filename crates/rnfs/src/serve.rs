@@ -11,7 +11,7 @@ use nix::sys::signal::{SigSet, Signal};
 use rnfs_sched::{Config, Policy, PoolMode};
 use rnfs_server::metrics::{Metrics, MetricsConfig};
 use rnfs_server::nfs::exports::{
-    Access, BackendKind, Export, Squash, ANON_ID, DEFAULT_ATTR_CACHE_MAX_AGE,
+    Access, BackendKind, Export, ServerSection, Squash, ANON_ID, DEFAULT_ATTR_CACHE_MAX_AGE,
 };
 use rnfs_server::nfs::{ConfigFile, ExportConfig, Exports, HandleKey};
 use rnfs_server::portmap::{
@@ -81,15 +81,16 @@ pub(crate) struct ServeArgs {
 
     /// Serve the exports of this TOML file instead of EXPORT_DIR (format:
     /// `[[export]]` tables with path, mount_path, id, backend, access, squash,
-    /// anonuid, anongid, clients, secure, attr_cache_max_age; see
-    /// ARCHITECTURE.md). SIGHUP reloads it.
+    /// anonuid, anongid, clients, secure, attr_cache_max_age; every key and
+    /// its default in docs/operations.md, an example in dist/rnfs.toml).
+    /// SIGHUP reloads it.
     #[arg(long, short = 'c', value_name = "FILE", conflicts_with_all = [
         "export_dir", "read_only", "squash", "anonuid", "anongid", "clients", "secure",
         "backend", "mount_path", "attr_cache_max_age"])]
     config: Option<PathBuf>,
 
     /// Export EXPORT_DIR read-only: every modifying call gets NFS3ERR_ROFS.
-    #[arg(long)]
+    #[arg(long, visible_alias = "ro")]
     read_only: bool,
 
     /// Whose identity is replaced by --anonuid/--anongid: root (uid and gid 0,
@@ -394,10 +395,10 @@ impl ServeArgs {
 
 impl ServeArgs {
     /// The exports to serve and the state directory from the config file, if any.
-    fn exports(&self) -> Result<(Vec<ExportConfig>, Option<PathBuf>), Failure> {
+    fn exports(&self) -> Result<(Vec<ExportConfig>, ServerSection), Failure> {
         if let Some(path) = &self.config {
             let file = ConfigFile::load(path).map_err(|e| anyhow::anyhow!(e))?;
-            return Ok((file.exports, file.server.state_dir));
+            return Ok((file.exports, file.server));
         }
         let Some(dir) = &self.export_dir else {
             return Err(Failure::Usage {
@@ -429,7 +430,7 @@ impl ServeArgs {
             BackendArg::Local => BackendKind::Local,
             BackendArg::Memory => BackendKind::Memory,
         };
-        Ok((vec![c], None))
+        Ok((vec![c], ServerSection::default()))
     }
 }
 
@@ -492,11 +493,11 @@ fn bind_admin_socket(arg: Option<&Path>, state_dir: &Path) -> Result<Option<Boun
 pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     let mut config = args.server_config()?;
     crate::raise_fd_limit();
-    let (export_configs, file_state_dir) = args.exports()?;
+    let (export_configs, server_section) = args.exports()?;
     let state_dir = args
         .state_dir
         .clone()
-        .or(file_state_dir)
+        .or_else(|| server_section.state_dir.clone())
         .unwrap_or_else(default_state_dir);
     let key = HandleKey::load_or_create(&state_dir).context("cannot load the handle key")?;
     let exports = Arc::new(
@@ -604,6 +605,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
         server,
         exports,
         args.config.clone(),
+        server_section,
         config.listen.clone(),
     ));
     let admin_socket: Option<AdminSocket> = match admin_socket {

@@ -599,6 +599,48 @@ fn export_changes_say_they_are_not_saved_and_reload_rereads_the_file() {
             .len(),
         1
     );
+
+    // What only a restart applies is said, not silently ignored.
+    let moved = dir.path("elsewhere");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nstate_dir = {moved:?}\n[[export]]\npath = \"/a\"\nbackend = \"memory\"\n"
+        ),
+    )
+    .unwrap();
+    let out = server.cli(&["admin", "reload"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("note: the [server] section changed"),
+        "{}",
+        stderr(&out)
+    );
+    // export add takes serve's spellings and the max age too.
+    let out = server.cli(&[
+        "admin",
+        "export",
+        "add",
+        "/d",
+        "--backend",
+        "memory",
+        "--read-only",
+        "--attr-cache-max-age",
+        "0",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = admin.ok(json!({"cmd": "exports"}));
+    let d = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["mount_path"] == "/d")
+        .unwrap();
+    assert_eq!(
+        (&d["access"], &d["attr_cache_max_age"]),
+        (&json!("ro"), &json!(0)),
+        "{d}"
+    );
 }
 
 #[test]

@@ -154,7 +154,7 @@ struct ExportAddArgs {
     mount_path: Option<String>,
 
     /// Export read-only: every modifying call gets NFS3ERR_ROFS.
-    #[arg(long)]
+    #[arg(long, visible_alias = "read-only")]
     ro: bool,
 
     /// Handle prefix, stable across restarts. [default: a hash of the mount path]
@@ -186,6 +186,12 @@ struct ExportAddArgs {
     /// Refuse calls from source ports of 1024 and above.
     #[arg(long)]
     secure: bool,
+
+    /// Seconds READDIRPLUS may answer an entry from attributes read earlier
+    /// when no change was reported (see `rnfs serve --help`); 0 stats every
+    /// entry. [default: 10]
+    #[arg(long, value_name = "SECS")]
+    attr_cache_max_age: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -334,6 +340,7 @@ fn export_spec(a: ExportAddArgs) -> ExportSpec {
         // No --client: the key is left out (everyone); an empty list is refused.
         clients: (!a.clients.is_empty()).then_some(a.clients),
         secure: a.secure,
+        attr_cache_max_age: a.attr_cache_max_age,
     }
 }
 
@@ -422,6 +429,9 @@ fn print_reload(r: &ReloadReply) {
         parts.join("; ")
     };
     println!("reloaded {}: {} export(s), {changes}", r.config, r.exports);
+    if let Some(note) = &r.note {
+        eprintln!("rnfs admin: note: {note}");
+    }
 }
 
 fn print_clients(rows: &[ClientSnapshot]) {

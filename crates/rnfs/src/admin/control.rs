@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 use std::time::{Duration, Instant};
 
 use rnfs_server::metrics::StatsSnapshot;
+use rnfs_server::nfs::exports::ServerSection;
 use rnfs_server::nfs::exports::{normalize_mount_path, BackendKind};
 use rnfs_server::nfs::{ConfigFile, ExportConfig, Exports};
 use rnfs_server::Server;
@@ -38,6 +39,9 @@ pub(crate) struct Control {
     exports: Arc<Exports>,
     /// The `--config` file, if the server runs from one.
     config_file: Option<PathBuf>,
+    /// Its `[server]` section as read at start: a reload cannot apply a
+    /// change to it, and says so.
+    started_server: ServerSection,
     /// The addresses served, to warn about exports open to the network.
     listen: Vec<SocketAddr>,
     /// Held while the thread bounds change, so two changes cannot race and
@@ -80,6 +84,7 @@ impl Control {
         server: Server,
         exports: Arc<Exports>,
         config_file: Option<PathBuf>,
+        started_server: ServerSection,
         listen: Vec<SocketAddr>,
     ) -> Self {
         Control {
@@ -88,6 +93,7 @@ impl Control {
             draining: Mutex::new(()),
             exports,
             config_file,
+            started_server,
             listen,
             threads_change: Mutex::new(()),
             table_change: Mutex::new(()),
@@ -221,12 +227,19 @@ impl Control {
         } = self
             .replace_exports(&file.exports)
             .map_err(|e| format!("keeping the old exports: {}: {e}", path.display()))?;
+        let note = (file.server != self.started_server).then(|| {
+            let note = "the [server] section changed; it is read only at start, so restart \
+                        rnfs to apply it";
+            tracing::warn!("reload of {}: {note}", path.display());
+            note.to_owned()
+        });
         Ok(ReloadReply {
             config: path.display().to_string(),
             exports: self.exports.load().len() as u64,
             added,
             removed,
             changed,
+            note,
         })
     }
 
@@ -467,5 +480,8 @@ fn export_config(spec: ExportSpec) -> Result<ExportConfig, String> {
     }
     c.clients = spec.clients;
     c.secure = spec.secure;
+    if let Some(age) = spec.attr_cache_max_age {
+        c.attr_cache_max_age = age;
+    }
     Ok(c)
 }

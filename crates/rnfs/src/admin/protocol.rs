@@ -275,6 +275,9 @@ pub(crate) struct ExportSpec {
     /// Require a privileged source port.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) secure: bool,
+    /// Seconds READDIRPLUS may answer from attributes read earlier; default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) attr_cache_max_age: Option<u32>,
 }
 
 /// The `threads` result: the bounds now in force and the live count.
@@ -315,6 +318,9 @@ pub(crate) struct ExportRow {
     pub(crate) clients: Vec<String>,
     /// Privileged source port required.
     pub(crate) secure: bool,
+    /// Seconds READDIRPLUS may answer from attributes read earlier.
+    #[serde(default)]
+    pub(crate) attr_cache_max_age: u32,
 }
 
 impl From<&Export> for ExportRow {
@@ -330,6 +336,7 @@ impl From<&Export> for ExportRow {
             anongid: e.config.anongid,
             clients: e.config.clients.clone().unwrap_or_default(),
             secure: e.config.secure,
+            attr_cache_max_age: e.config.attr_cache_max_age,
         }
     }
 }
@@ -347,6 +354,9 @@ pub(crate) struct ReloadReply {
     pub(crate) removed: Vec<String>,
     /// Mount paths whose options changed.
     pub(crate) changed: Vec<String>,
+    /// What the reload could not apply (settings read only at start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) note: Option<String>,
 }
 
 /// The `export-add` and `export-remove` result.
@@ -405,6 +415,7 @@ mod tests {
                 anongid: None,
                 clients: Some(vec!["10.0.0.0/8".into()]),
                 secure: true,
+                attr_cache_max_age: Some(0),
             }),
             Request::ExportRemove {
                 mount_path: "/a".into(),
