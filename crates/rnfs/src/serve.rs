@@ -451,6 +451,26 @@ pub(crate) fn warn_if_open_to_the_network(e: &Export, listen: &[SocketAddr]) {
 }
 
 /// The default directory for the handle key.
+/// What to do when the port mapper's port cannot be had.
+fn portmap_hint(e: &rnfs_server::ServerError) -> &'static str {
+    match e {
+        rnfs_server::ServerError::Bind { addr, source } if addr.port() == PMAP_PORT => {
+            match source.kind() {
+                std::io::ErrorKind::PermissionDenied => {
+                    " (--portmap needs root for port 111; without it, clients give \
+                     port= and mountport=)"
+                }
+                std::io::ErrorKind::AddrInUse => {
+                    " (a port mapper, rpcbind, already runs here: use --register \
+                     instead of --portmap)"
+                }
+                _ => "",
+            }
+        }
+        _ => "",
+    }
+}
+
 pub(crate) fn default_state_dir() -> PathBuf {
     if nix::unistd::geteuid().is_root() {
         return PathBuf::from("/var/lib/rnfs");
@@ -555,8 +575,11 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
             .context("cannot register the port mapper")?;
         config.listen.extend(pmap_listen);
     }
-    let server = Server::start_with_dispatcher(config.clone(), Arc::new(dispatcher))
-        .context("cannot start the server")?;
+    let server =
+        Server::start_with_dispatcher(config.clone(), Arc::new(dispatcher)).map_err(|e| {
+            let hint = portmap_hint(&e);
+            anyhow::Error::new(e).context(format!("cannot start the server{hint}"))
+        })?;
     if args.register {
         register_with_rpcbind(RpcbindEndpoint::system(), &mappings)
             .context("cannot register with rpcbind (is it running?)")?;

@@ -226,6 +226,31 @@ fn an_error_names_its_cause_once() {
 }
 
 #[test]
+fn a_port_mapper_port_that_cannot_be_had_says_what_to_do() {
+    // As root, hold port 111 (or find it held, by rpcbind say); otherwise
+    // the port is privileged.
+    let root = nix::unistd::geteuid().is_root();
+    let _held = root.then(|| TcpListener::bind("127.0.0.1:111"));
+    let dir = TempDir::new("pmap");
+    let (code, err) = run_fail(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--portmap",
+        "--state-dir",
+        dir.0.join(".state").to_str().unwrap(),
+        dir.0.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let hint = if root {
+        "use --register instead of --portmap"
+    } else {
+        "--portmap needs root"
+    };
+    assert!(err.contains(hint), "{err}");
+}
+
+#[test]
 fn bad_listen_address_is_a_usage_error() {
     let (code, err) = run_fail(&["serve", "--listen", "localhost-ish:99999"]);
     assert_eq!(code, 2, "{err}");
