@@ -172,7 +172,7 @@ fn transport(out: &mut Families, s: &StatsSnapshot) {
         "Client connections open now.",
         vec![gauge(&[], t.connections as f64)],
     );
-    let counters: [(&str, &str, u64); 4] = [
+    let counters: [(&str, &str, u64); 5] = [
         (
             "rnfs_connections_accepted_total",
             "Connections accepted, including those refused at the limit.",
@@ -187,6 +187,11 @@ fn transport(out: &mut Families, s: &StatsSnapshot) {
             "rnfs_connections_closed_bad_input_total",
             "Connections closed because of a bad record or an undecodable message.",
             t.closed_bad_input,
+        ),
+        (
+            "rnfs_connections_closed_idle_total",
+            "Connections closed after the idle timeout without a call.",
+            t.closed_idle,
         ),
         (
             "rnfs_connections_throttled_total",

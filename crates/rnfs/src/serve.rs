@@ -194,6 +194,15 @@ pub(crate) struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: u64,
 
+    /// Close a connection that carried no call for this many seconds (with
+    /// nothing in flight), as knfsd does after 6 minutes: a client gone
+    /// without a goodbye gives its slot back, and a live one reconnects on
+    /// its next call. Checked once a period, so a quiet connection goes after
+    /// one to two periods. 0: never.
+    #[arg(long, value_name = "SECS",
+          default_value_t = Limits::DEFAULT_CONN_IDLE_TIMEOUT.as_secs())]
+    conn_idle_timeout: u64,
+
     /// Most calls per connection read but not yet answered; at the limit the
     /// connection is not read until a reply goes out (back-pressure).
     #[arg(long, value_name = "N", default_value_t = Limits::DEFAULT_MAX_IN_FLIGHT_PER_CONN,
@@ -389,6 +398,8 @@ impl ServeArgs {
             usize::try_from(self.max_output_per_conn).unwrap_or(usize::MAX);
         config.limits.max_reply_hold = Duration::from_micros(self.max_reply_hold);
         config.limits.max_record_size = usize::try_from(self.max_record_size).unwrap_or(usize::MAX);
+        config.limits.conn_idle_timeout =
+            (self.conn_idle_timeout > 0).then(|| Duration::from_secs(self.conn_idle_timeout));
         Ok(config)
     }
 }

@@ -148,13 +148,14 @@ pub(crate) fn render(
     let _ = writeln!(
         out,
         "rnfs {} up {}: {} connection(s) open, {} accepted, {} rejected, {} closed for bad \
-         input, {} throttled",
+         input, {} closed idle, {} throttled",
         s.version,
         human_duration(s.uptime_secs),
         t.connections,
         t.accepted,
         t.rejected,
         t.closed_bad_input,
+        t.closed_idle,
         t.throttled
     );
     let _ = write!(

@@ -46,6 +46,14 @@ pub struct Limits {
     /// WRITE reply ever waits for another WRITE's buffered write, and none
     /// waits for storage. Zero sends every reply at once. Default: 1 ms.
     pub max_reply_hold: Duration,
+    /// A connection on which no call arrives for this long, with nothing in
+    /// flight and no reply unsent, is closed, as knfsd closes idle connections
+    /// after 6 minutes: a client that vanished without a FIN (or one that sent
+    /// half a record and stopped) gives its slot back, and a live client
+    /// reconnects on its next call. Checked once per timeout by each poller,
+    /// so a connection goes after between one and two timeouts of quiet.
+    /// `None`: never. Default: 6 minutes.
+    pub conn_idle_timeout: Option<Duration>,
 }
 
 impl Limits {
@@ -59,6 +67,8 @@ impl Limits {
     pub const DEFAULT_MAX_OUTPUT_PER_CONN: usize = 4 << 20;
     /// Default for [`Limits::max_reply_hold`].
     pub const DEFAULT_MAX_REPLY_HOLD: Duration = Duration::from_millis(1);
+    /// Default for [`Limits::conn_idle_timeout`] (knfsd's `svc_conn_age_period`).
+    pub const DEFAULT_CONN_IDLE_TIMEOUT: Duration = Duration::from_secs(360);
     /// The smallest `max_record_size` accepted: room for an RPC call header with
     /// AUTH_SYS credentials and a few arguments.
     pub const MIN_RECORD_SIZE: usize = 1024;
@@ -77,6 +87,9 @@ impl Limits {
         if self.max_in_flight_per_conn == 0 {
             return Err("max in-flight calls per connection must be at least 1".into());
         }
+        if self.conn_idle_timeout.is_some_and(|t| t.is_zero()) {
+            return Err("the connection idle timeout must be positive (None: never)".into());
+        }
         Ok(())
     }
 }
@@ -89,6 +102,7 @@ impl Default for Limits {
             max_in_flight_per_conn: Self::DEFAULT_MAX_IN_FLIGHT_PER_CONN,
             max_output_per_conn: Self::DEFAULT_MAX_OUTPUT_PER_CONN,
             max_reply_hold: Self::DEFAULT_MAX_REPLY_HOLD,
+            conn_idle_timeout: Some(Self::DEFAULT_CONN_IDLE_TIMEOUT),
         }
     }
 }

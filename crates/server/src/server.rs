@@ -133,6 +133,7 @@ impl Server {
                 pool,
                 server.sched.enqueuer().clone(),
                 config.limits.max_record_size,
+                config.limits.conn_idle_timeout,
                 config.metrics.clone(),
             )?;
             server.pollers.push(handle);

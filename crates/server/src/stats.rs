@@ -23,6 +23,8 @@ pub struct ServerStats {
     pub rejected: u64,
     /// Connections closed because of bad input (oversized or undecodable records).
     pub closed_bad_input: u64,
+    /// Connections closed after `conn_idle_timeout` without a call.
+    pub closed_idle: u64,
     /// Times a connection reached `max_in_flight_per_conn` or
     /// `max_output_per_conn` and reading it stopped.
     pub throttled: u64,
@@ -47,6 +49,7 @@ pub(crate) struct Counters {
     pub(crate) accepted: AtomicU64,
     pub(crate) rejected: AtomicU64,
     pub(crate) closed_bad_input: AtomicU64,
+    pub(crate) closed_idle: AtomicU64,
     pub(crate) throttled: AtomicU64,
     pub(crate) peak_in_flight: AtomicU32,
     pub(crate) peak_output_buffered: AtomicU64,
@@ -61,6 +64,7 @@ impl Counters {
             accepted: self.accepted.load(Relaxed),
             rejected: self.rejected.load(Relaxed),
             closed_bad_input: self.closed_bad_input.load(Relaxed),
+            closed_idle: self.closed_idle.load(Relaxed),
             throttled: self.throttled.load(Relaxed),
             peak_in_flight: self.peak_in_flight.load(Relaxed),
             in_flight: self.in_flight.get(),

@@ -106,6 +106,38 @@ fn peer_closing_releases_the_connection() {
 }
 
 #[test]
+fn quiet_connections_are_closed_after_the_idle_timeout_and_free_their_slots() {
+    let mut config = config();
+    config.limits.max_connections = 3;
+    config.limits.conn_idle_timeout = Some(Duration::from_millis(500));
+    let server = Server::start(config).unwrap();
+    let addr = addr(&server);
+    let mut live = connect(addr);
+    let mut silent = connect(addr);
+    let mut half = connect(addr);
+    null_ok(&mut live, 1, NFS);
+    null_ok(&mut silent, 2, NFS);
+    // Half a record, then nothing: no call ever arrives.
+    half.write_all(&call_bytes(3, NFS, 3, 0)[..10]).unwrap();
+    assert_closed_by_server(&mut connect(addr)); // the limit
+                                                 // The live client calls every 100 ms for 2 s (four timeouts) and keeps
+                                                 // its connection; the two quiet ones are closed within two timeouts.
+    for xid in 10..30 {
+        std::thread::sleep(Duration::from_millis(100));
+        null_ok(&mut live, xid, NFS);
+    }
+    assert_closed_by_server(&mut silent);
+    assert_closed_by_server(&mut half);
+    assert_eq!(server.stats().closed_idle, 2);
+    assert!(wait_until(Duration::from_secs(5), || server
+        .stats()
+        .connections
+        == 1));
+    null_ok(&mut connect(addr), 40, NFS);
+    null_ok(&mut live, 41, NFS);
+}
+
+#[test]
 fn connection_limit_accepts_and_closes_extra_connections() {
     let mut config = config();
     config.limits.max_connections = 2;

@@ -48,6 +48,8 @@ pub struct TransportSnapshot {
     pub rejected: u64,
     /// Connections closed because of a bad record or undecodable message.
     pub closed_bad_input: u64,
+    /// Connections closed after the idle timeout without a call.
+    pub closed_idle: u64,
     /// Times a connection hit its in-flight cap and reading stopped.
     pub throttled: u64,
     /// Largest number of calls in flight seen on any one connection.
@@ -220,6 +222,7 @@ impl From<&crate::ServerStats> for TransportSnapshot {
             accepted: s.accepted,
             rejected: s.rejected,
             closed_bad_input: s.closed_bad_input,
+            closed_idle: s.closed_idle,
             throttled: s.throttled,
             peak_in_flight: u64::from(s.peak_in_flight),
             peak_output_buffered: s.peak_output_buffered,

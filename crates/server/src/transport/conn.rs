@@ -101,6 +101,14 @@ pub struct Connection {
     throttled: AtomicBool,
     /// Set once by the first [`Connection::teardown`], so teardown runs once.
     torn_down: AtomicBool,
+    /// "No call read since the poller's last idle sweep": set by the sweep,
+    /// cleared when a record is taken ([`Connection::age`]). Relaxed: it only
+    /// chooses which connections the sweep closes, which also requires the
+    /// task not busy and nothing in flight; a stale value closes, at worst, a
+    /// connection whose first call in a whole timeout arrives at that very
+    /// moment, which the client retransmits after reconnecting, as after
+    /// knfsd's own ageing.
+    quiet: AtomicBool,
     slot: ConnSlot,
     /// Per-client statistics, when the server has metrics.
     client: Option<ClientConn>,
@@ -212,6 +220,7 @@ impl Connection {
             unsent: AtomicUsize::new(0),
             throttled: AtomicBool::new(false),
             torn_down: AtomicBool::new(false),
+            quiet: AtomicBool::new(false),
             slot,
             client,
         }
@@ -225,6 +234,16 @@ impl Connection {
     /// The client's address.
     pub fn peer(&self) -> SocketAddr {
         self.peer
+    }
+
+    /// The poller's idle sweep: whether no call was read since the last sweep
+    /// and nothing is in flight or unsent (the caller also checks that no
+    /// thread holds the task). Marks the connection quiet for the next sweep.
+    pub(crate) fn age(&self) -> bool {
+        let quiet = self.quiet.swap(true, Ordering::Relaxed);
+        quiet
+            && self.in_flight.load(Ordering::Relaxed) == 0
+            && !self.write_pending.load(Ordering::Relaxed)
     }
 
     /// Calls read but not yet answered (a snapshot; for tests and diagnostics).
@@ -306,6 +325,10 @@ impl Connection {
                 Ok(Some(record)) => {
                     // Counted under the read lock: see `stop_reading`.
                     self.begin_call();
+                    // Read first: the line is written once per sweep, not per call.
+                    if self.quiet.load(Ordering::Relaxed) {
+                        self.quiet.store(false, Ordering::Relaxed);
+                    }
                     let next_pace = pace
                         .and_then(|pace| rs.decoder.peek_complete_record(CALL_HEAD).map(pace))
                         .unwrap_or(Pace::Slow);

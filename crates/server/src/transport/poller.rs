@@ -10,6 +10,7 @@ use std::os::fd::AsRawFd;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::unix::SourceFd;
@@ -110,6 +111,10 @@ struct Poller {
     metrics: Option<Arc<Metrics>>,
     /// Set by [`PollerMsg::StopReading`]: connections added later are stopped too.
     reading_stopped: bool,
+    /// [`Limits::conn_idle_timeout`](crate::Limits::conn_idle_timeout), and
+    /// when the next idle sweep is due.
+    idle_timeout: Option<Duration>,
+    next_sweep: Option<Instant>,
 }
 
 /// Starts poller `index`, whose connections are scheduled on pool `index`.
@@ -117,6 +122,7 @@ pub(crate) fn spawn_poller(
     index: usize,
     sched: Enqueuer<Connection>,
     max_record_size: usize,
+    idle_timeout: Option<Duration>,
     metrics: Option<Arc<Metrics>>,
 ) -> Result<(Arc<PollerHandle>, JoinHandle<()>), ServerError> {
     let poll = Poll::new().map_err(ServerError::Poll)?;
@@ -133,6 +139,8 @@ pub(crate) fn spawn_poller(
         conns: HashMap::new(),
         metrics,
         reading_stopped: false,
+        idle_timeout,
+        next_sweep: idle_timeout.map(|t| Instant::now() + t),
     };
     let name = format!("rnfs-poll-{index}");
     let thread = std::thread::Builder::new()
@@ -146,7 +154,10 @@ impl Poller {
     fn run(mut self) {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         loop {
-            if let Err(e) = self.poll.poll(&mut events, None) {
+            let timeout = self
+                .next_sweep
+                .map(|at| at.saturating_duration_since(Instant::now()));
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
@@ -186,8 +197,36 @@ impl Poller {
             if woken && self.drain_messages() {
                 break;
             }
+            if self.next_sweep.is_some_and(|at| at <= Instant::now()) {
+                self.close_idle();
+            }
         }
         self.close_all();
+    }
+
+    /// Closes the connections that had no call since the last sweep and
+    /// nothing in flight, and marks the others; O(connections) once per idle
+    /// timeout, off every call's path.
+    fn close_idle(&mut self) {
+        self.next_sweep = self.idle_timeout.map(|t| Instant::now() + t);
+        if self.reading_stopped {
+            return; // draining: the drain closes them
+        }
+        let mut closed = 0u64;
+        for task in self.conns.values() {
+            if task.age() && !task.is_busy() && !task.is_closing() {
+                tracing::debug!(peer = %task.peer(), id = task.id(), "closing idle connection");
+                // Relaxed: a statistic.
+                task.counters()
+                    .closed_idle
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                close(&self.sched, task);
+                closed += 1;
+            }
+        }
+        if closed > 0 {
+            tracing::info!(poller = self.index, closed, "closed idle connections");
+        }
     }
 
     /// Handles queued messages; returns true on shutdown.
