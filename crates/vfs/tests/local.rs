@@ -383,6 +383,117 @@ fn dotdot_and_slashes_stay_inside() {
     assert_eq!(dotdot, Some((root_id, Some(r))));
 }
 
+/// The `..` entry of a READDIRPLUS of `dir`: its fileid and handle.
+fn listed_dotdot(fs: &LocalFs, dir: &BackendHandle) -> (u64, Option<BackendHandle>) {
+    let mut dotdot = None;
+    fs.readdir(&root(), dir, 0, [0; 8], true, &mut |e| {
+        if e.name == b".." {
+            dotdot = Some((e.fileid, e.plus.map(|p| p.0)));
+        }
+        true
+    })
+    .unwrap();
+    dotdot.unwrap()
+}
+
+/// `..` of nested directories is their parent; of one right under the root,
+/// the root.
+#[test]
+fn dotdot_of_nested_directories() {
+    let dir = temp_dir();
+    std::fs::create_dir_all(dir.path().join("a/b/c")).unwrap();
+    let fs = open(dir.path());
+    let r = fs.root();
+    let a = lookup(&fs, &r, b"a").unwrap();
+    let b = lookup(&fs, &a, b"b").unwrap();
+    let c = lookup(&fs, &b, b"c").unwrap();
+    assert_eq!(lookup(&fs, &c, b".."), Ok(b));
+    assert_eq!(lookup(&fs, &b, b".."), Ok(a));
+    assert_eq!(lookup(&fs, &a, b".."), Ok(r));
+    let ino = |p: &str| std::fs::metadata(dir.path().join(p)).unwrap().ino();
+    assert_eq!(listed_dotdot(&fs, &c), (ino("a/b"), Some(b)));
+    assert_eq!(listed_dotdot(&fs, &b), (ino("a"), Some(a)));
+    assert_eq!(listed_dotdot(&fs, &a), (ino("."), Some(r)));
+}
+
+/// A directory moved out of the export keeps its handle, but `..` from it
+/// never leaves the export: LOOKUP says `Stale` and READDIRPLUS's `..` entry
+/// carries no handle. Without the check, `..` climbed to the directory the
+/// export is in, and from there anywhere on the file system.
+#[test]
+fn dotdot_of_a_directory_moved_out_stays_inside() {
+    let top = temp_dir();
+    let export = top.path().join("export");
+    std::fs::create_dir_all(export.join("sub")).unwrap();
+    std::fs::create_dir_all(export.join("a/b/c")).unwrap();
+    std::fs::create_dir(top.path().join("away")).unwrap();
+    std::fs::write(top.path().join("secret"), b"outside").unwrap();
+    let fs = open(&export);
+    let r = fs.root();
+    let sub = lookup(&fs, &r, b"sub").unwrap();
+    let a = lookup(&fs, &r, b"a").unwrap();
+    let b = lookup(&fs, &a, b"b").unwrap();
+    let c = lookup(&fs, &b, b"c").unwrap();
+    // Cached descriptors of the parents too, as after a listing.
+    assert_eq!(lookup(&fs, &c, b".."), Ok(b));
+    // Directly to the directory holding the export, and deeper away.
+    std::fs::rename(export.join("sub"), top.path().join("sub")).unwrap();
+    std::fs::rename(export.join("a"), top.path().join("away/a")).unwrap();
+    for (dir, name) in [(sub, "sub"), (c, "c"), (b, "b"), (a, "a")] {
+        // The handle itself still works.
+        assert_eq!(
+            fs.getattr(&root(), &dir).unwrap().ftype,
+            FileType::Directory
+        );
+        assert_eq!(lookup(&fs, &dir, b".."), Err(FsError::Stale), "{name}");
+        let (_, handle) = listed_dotdot(&fs, &dir);
+        assert_eq!(handle, None, "{name}");
+    }
+    // Nothing outside was reached: the file next to the export has no handle
+    // from any of them.
+    assert_eq!(lookup(&fs, &sub, b"secret"), Err(FsError::NoEnt));
+    // Moved back in, `..` works again.
+    std::fs::rename(top.path().join("away/a"), export.join("a")).unwrap();
+    assert_eq!(lookup(&fs, &c, b".."), Ok(b));
+    assert_eq!(lookup(&fs, &a, b".."), Ok(r));
+}
+
+/// The same for an unprivileged backend, whose handles resolve through the
+/// descriptors its lookups cached.
+#[test]
+fn unprivileged_dotdot_of_a_directory_moved_out_stays_inside() {
+    if !is_root() {
+        eprintln!("skipped: needs root to play an ordinary user");
+        return;
+    }
+    let top = temp_dir();
+    let export = top.path().join("export");
+    std::fs::create_dir_all(export.join("a/b")).unwrap();
+    let user = Cred {
+        uid: 4242,
+        gid: 4242,
+        groups: vec![],
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            identity::switch_to(&user).unwrap();
+            let fs = open(&export);
+            assert!(!fs.privileged());
+            let r = fs.root();
+            let a = fs.lookup(&user, &r, b"a").unwrap().0;
+            let b = fs.lookup(&user, &a, b"b").unwrap().0;
+            assert_eq!(fs.lookup(&user, &b, b"..").unwrap().0, a);
+            identity::switch_to(&Cred::root()).unwrap();
+            std::fs::rename(export.join("a"), top.path().join("a")).unwrap();
+            identity::switch_to(&user).unwrap();
+            let up = fs.lookup(&user, &b, b"..").map(|r| r.0).map_err(|e| e.0);
+            assert_eq!(up, Err(FsError::Stale));
+            let up = fs.lookup(&user, &a, b"..").map(|r| r.0).map_err(|e| e.0);
+            assert_eq!(up, Err(FsError::Stale));
+        });
+    });
+}
+
 /// A handle of a file outside the export on the same file system resolves:
 /// the kernel cannot tell, and the backend does not walk `..` (O(depth)). The
 /// server's MAC over every handle it issues is what keeps clients from forging

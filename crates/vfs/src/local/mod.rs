@@ -13,7 +13,13 @@
 //!   other `*at` calls take one name they do not follow (`unlinkat`, `mkdirat`,
 //!   `renameat`, ...; `fstatat` with `AT_SYMLINK_NOFOLLOW`) or act on a
 //!   descriptor with `AT_EMPTY_PATH`. Symlinks are returned, never followed.
-//! - `lookup("..")` at the export root is the root; below it, the parent.
+//! - `lookup("..")` at the export root is the root; below it, the parent,
+//!   once a walk up from that parent has met the export root (O(depth), for
+//!   `..` only). A directory moved out of the export keeps its handle (the
+//!   kernel's handles and cached descriptors follow the inode), and its `..`
+//!   is [`FsError::Stale`], as with knfsd's subtree check, never a handle
+//!   outside the export (see `ops.rs`, `parent_of`). READDIRPLUS's `..`
+//!   entry is the same parent, or carries no handle.
 //! - Objects on another file system (a mount point inside the export, a btrfs
 //!   subvolume) are refused with [`FsError::XDev`]: their kernel handles would not
 //!   resolve against the export's mount.
@@ -35,8 +41,12 @@
 //!
 //! `open_by_handle_at` accepts any handle of the file system, including one of a
 //! file outside the export directory. The backend does not walk `..` to check
-//! (O(depth)): the server wraps every handle it issues in a keyed MAC, so a client
-//! cannot forge one, and every handle the backend issues is inside the export.
+//! each handle (O(depth)): the server wraps every handle it issues in a keyed
+//! MAC, so a client cannot forge one, and every handle the backend issues is
+//! of an object inside the export when it is issued. An object moved out of
+//! the export afterwards keeps its handle, as on knfsd without subtree
+//! checking; what that handle reaches is still only the object (and, for a
+//! directory, its entries), since `..` is checked (see *Confinement*).
 //! A handle of another file system is interpreted on this one and in practice
 //! resolves to nothing ([`FsError::Stale`] or [`FsError::BadHandle`]).
 //!

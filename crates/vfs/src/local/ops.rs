@@ -335,13 +335,27 @@ impl LocalFs {
         super::handle::encode(&kernel)
     }
 
-    /// The parent of the directory `dir` (the root's parent is the root).
+    /// The parent of the directory `dir` (the root's parent is the root),
+    /// never an object outside the export: `Stale` when `dir` is no longer
+    /// below the export root.
+    ///
+    /// A directory's handle stays valid when the directory is moved out of
+    /// the export (by another process on the server, or through another
+    /// export of the same file system): `open_by_handle_at` and a cached
+    /// descriptor follow the inode wherever it goes. Its `..` is then
+    /// outside, and so would be everything reached from it. So the parent
+    /// is handed out only after walking `..` up from it to the export root
+    /// (`below_root`): O(depth), and only here. A directory moved out
+    /// answers `Stale`, as knfsd's subtree check does for a handle no longer
+    /// in its export, rather than the export root: the client then drops
+    /// its view of the moved directory and looks the path up again, where
+    /// the root would be a wrong parent that it would cache.
     pub(super) fn parent_of(&self, dir: &Node) -> FsResult<(BackendHandle, Attr)> {
         if self.is_root(&dir.stat) {
             return Ok((self.root_handle, self.attr(&dir.stat)));
         }
-        // Not openat2: RESOLVE_BENEATH refuses "..". A directory below the root
-        // has its parent inside the export.
+        // Not openat2: RESOLVE_BENEATH refuses "..". Opened as the caller,
+        // so that it checks search permission on `dir`.
         let fd = rfs::openat(
             &dir.fd,
             "..",
@@ -349,7 +363,62 @@ impl LocalFs {
             Mode::empty(),
         )
         .map_err(errno)?;
-        self.describe_path(fd)
+        let stat = rfs::fstat(&fd).map_err(errno)?;
+        if self.is_root(&stat) {
+            return Ok((self.root_handle, self.attr(&stat)));
+        }
+        if !self.below_root(fd.as_fd(), &stat)? {
+            return Err(FsError::Stale);
+        }
+        let (fh, attr) = self.describe(fd.as_fd(), &stat)?;
+        if !self.privileged() {
+            self.remember(fh, Arc::new(fd));
+        }
+        Ok((fh, attr))
+    }
+
+    /// Whether the directory `start` (stat'ed as `start_stat`, not the root)
+    /// is below the export root: walks `..` up until it meets the root
+    /// (yes), or leaves the export's mount or file system, or reaches the
+    /// top, whose `..` is itself (no). The walk runs as root
+    /// ([`identity::as_fs_root`](crate::identity::as_fs_root)): it compares
+    /// inodes and grants nothing, and a caller who may search `start` need
+    /// not be able to search every directory above it.
+    fn below_root(&self, start: BorrowedFd<'_>, start_stat: &Stat) -> FsResult<bool> {
+        let on_export = |fd: BorrowedFd<'_>, st: &Stat| {
+            st.st_dev == self.root_dev
+                && sys::name_to_handle(fd, c"", libc::AT_EMPTY_PATH)
+                    .is_ok_and(|k| k.mount_id == self.root_mount_id)
+        };
+        crate::identity::as_fs_root(|| {
+            if !on_export(start, start_stat) {
+                return Ok(false);
+            }
+            let mut here: Option<OwnedFd> = None;
+            let mut id = (start_stat.st_dev, start_stat.st_ino);
+            loop {
+                let cur = here.as_ref().map_or(start, AsFd::as_fd);
+                let up = rfs::openat(
+                    cur,
+                    "..",
+                    OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(errno)?;
+                let st = rfs::fstat(&up).map_err(errno)?;
+                if self.is_root(&st) {
+                    return Ok(true);
+                }
+                // The top of the process's tree, or of a file system the
+                // export's mount shows only part of (`..` stays put), or a
+                // step over a mount's root into the mount it is on.
+                if (st.st_dev, st.st_ino) == id || !on_export(up.as_fd(), &st) {
+                    return Ok(false);
+                }
+                id = (st.st_dev, st.st_ino);
+                here = Some(up);
+            }
+        })
     }
 
     /// A descriptor for COMMIT: the cached one (any access mode syncs), or one
