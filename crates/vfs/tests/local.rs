@@ -1116,6 +1116,85 @@ fn the_owner_may_write_a_read_only_file_opened_afresh() {
     assert_eq!(std::fs::read(&path).unwrap(), b"0123AB");
 }
 
+/// COMMIT needs write permission, as on knfsd: a stranger who may not write
+/// a file cannot make the server sync it, whether its descriptor is cached
+/// or not; a reader neither. The owner may commit a 0444 file it wrote
+/// (knfsd's owner override), cached or not.
+#[test]
+fn commit_needs_write_permission() {
+    if !is_root() {
+        eprintln!("skipped: needs root to play an ordinary user");
+        return;
+    }
+    let dir = temp_dir();
+    let private = dir.path().join("private");
+    std::fs::write(&private, b"").unwrap();
+    std::os::unix::fs::chown(&private, Some(4242), Some(4242)).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::write(&shared, b"readable").unwrap();
+    std::os::unix::fs::chown(&shared, Some(4242), Some(4242)).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let ro = dir.path().join("ro");
+    std::fs::write(&ro, b"").unwrap();
+    std::os::unix::fs::chown(&ro, Some(4242), Some(4242)).unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let owner = Cred {
+        uid: 4242,
+        gid: 4242,
+        groups: vec![],
+    };
+    let stranger = Cred {
+        uid: 4343,
+        gid: 4343,
+        groups: vec![],
+    };
+    let commit_as = |fs: &LocalFs, cred: &Cred, fh: &BackendHandle| {
+        identity::switch_to(cred).unwrap();
+        let result = fs.commit(cred, fh, 0, 0).map(drop).map_err(|e| e.0);
+        identity::switch_to(&root()).unwrap();
+        result
+    };
+    let fs = open(dir.path());
+    let r = fs.root();
+    let private_fh = lookup(&fs, &r, b"private").unwrap();
+    let shared_fh = lookup(&fs, &r, b"shared").unwrap();
+    let ro_fh = lookup(&fs, &r, b"ro").unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Nothing cached yet.
+            let c = commit_as(&fs, &stranger, &private_fh);
+            assert_eq!(c, Err(FsError::Access));
+            let c = commit_as(&fs, &stranger, &shared_fh);
+            assert_eq!(c, Err(FsError::Access), "a reader may not commit");
+            // The owner writes and commits its 0444 file, from a fresh
+            // descriptor, then from the cached one.
+            assert_eq!(commit_as(&fs, &owner, &ro_fh), Ok(()));
+            identity::switch_to(&owner).unwrap();
+            let w = fs.write(&owner, &ro_fh, 0, b"data", Stability::Unstable);
+            assert_eq!(w.unwrap().count, 4);
+            identity::switch_to(&root()).unwrap();
+            assert_eq!(commit_as(&fs, &owner, &ro_fh), Ok(()));
+            // Descriptors cached (the owner's writes, a reader's read): the
+            // stranger is still refused.
+            identity::switch_to(&owner).unwrap();
+            let w = fs.write(&owner, &private_fh, 0, b"x", Stability::Unstable);
+            assert_eq!(w.unwrap().count, 1);
+            identity::switch_to(&stranger).unwrap();
+            let mut out = Vec::new();
+            fs.read(&stranger, &shared_fh, 0, 100, &mut out).unwrap();
+            identity::switch_to(&root()).unwrap();
+            let c = commit_as(&fs, &stranger, &private_fh);
+            assert_eq!(c, Err(FsError::Access));
+            let c = commit_as(&fs, &stranger, &shared_fh);
+            assert_eq!(c, Err(FsError::Access), "a reader may not commit");
+            assert_eq!(commit_as(&fs, &owner, &private_fh), Ok(()));
+            assert_eq!(commit_as(&fs, &owner, &shared_fh), Ok(()));
+        });
+    });
+    assert_eq!(std::fs::read(&ro).unwrap(), b"data");
+}
+
 /// Without CAP_DAC_READ_SEARCH (here: opened by a thread whose fsuid is not
 /// 0), handles resolve through the bounded cache filled by lookups.
 #[test]

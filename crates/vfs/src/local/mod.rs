@@ -83,7 +83,8 @@
 //!
 //! Unstable writes are plain `pwrite`s; `DATA_SYNC`/`FILE_SYNC` writes use
 //! `pwritev2(RWF_DSYNC/RWF_SYNC)` (fallback: `fdatasync`/`fsync`); COMMIT is
-//! `fsync`. Closing a cached descriptor loses nothing: dirty pages belong to the
+//! `fsync`, for a caller who may write the file, checked as for WRITE (knfsd's
+//! `nfsd_commit` asks for write permission too). Closing a cached descriptor loses nothing: dirty pages belong to the
 //! inode, and a write-back error nobody has seen yet is reported to the next
 //! `fsync` on any descriptor of the file (Linux >= 4.13). When an `fsync` does
 //! report an error, the write verifier changes, so clients resend every unstable

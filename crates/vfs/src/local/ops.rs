@@ -421,25 +421,23 @@ impl LocalFs {
         })
     }
 
-    /// A descriptor for COMMIT: the cached one (any access mode syncs), or one
-    /// opened now for reading or, failing that, for writing.
-    fn sync_target(&self, fh: &BackendHandle) -> FsResult<(SyncFd, Stat)> {
+    /// A descriptor for COMMIT, for a caller who may write the file, as
+    /// knfsd asks (`nfsd_commit` acquires the file with `NFSD_MAY_WRITE`,
+    /// the owner override included): the cached one (any access mode
+    /// syncs) after the check WRITE makes on a cache hit (`may`), or one
+    /// opened for writing as WRITE opens it (the kernel checks; the owner
+    /// may write a file whatever its mode), which stays cached.
+    fn sync_target(&self, cred: &Cred, fh: &BackendHandle) -> FsResult<(Arc<OpenFile>, Stat)> {
         if let Some(file) = self.open_files.get(fh) {
             let stat = rfs::fstat(&file.fd).map_err(errno)?;
             if stat.st_nlink == 0 {
                 self.forget(fh);
                 return Err(FsError::Stale);
             }
-            return Ok((SyncFd::Cached(file), stat));
+            self.may(cred, file.fd.as_fd(), &stat, libc::W_OK)?;
+            return Ok((file, stat));
         }
-        let node = self.resolve(fh)?;
-        super::check_regular(&node.stat)?;
-        let fd = match self.reopen(node.fd.as_fd(), OFlags::RDONLY) {
-            Err(Errno::ACCESS) => self.reopen(node.fd.as_fd(), OFlags::WRONLY),
-            other => other,
-        }
-        .map_err(errno)?;
-        Ok((SyncFd::Owned(fd), node.stat))
+        self.open_file(cred, fh, true, None)
     }
 
     /// Writes all of `data` at `offset` with the requested stability. Returns
@@ -565,21 +563,6 @@ impl LocalFs {
     fn write_failed(&self, e: Errno) {
         if !matches!(e, Errno::AGAIN | Errno::INTR | Errno::STALE) {
             self.rotate_verifier();
-        }
-    }
-}
-
-/// The descriptor COMMIT syncs.
-enum SyncFd {
-    Cached(Arc<OpenFile>),
-    Owned(OwnedFd),
-}
-
-impl AsFd for SyncFd {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Self::Cached(file) => file.fd.as_fd(),
-            Self::Owned(fd) => fd.as_fd(),
         }
     }
 }
@@ -999,27 +982,24 @@ impl Filesystem for LocalFs {
 
     fn commit(
         &self,
-        _cred: &Cred,
+        cred: &Cred,
         fh: &BackendHandle,
         _offset: u64,
         _count: u32,
     ) -> Result<Wcc, (FsError, Wcc)> {
         self.check_writable().map_err(no_wcc)?;
-        let (fd, stat) = self.sync_target(fh).map_err(no_wcc)?;
+        let (file, stat) = self.sync_target(cred, fh).map_err(no_wcc)?;
         let before = Some(WccAttr::from(&self.attr(&stat)));
-        // The whole file: COMMIT may always do more than asked. A cached
-        // file's concurrent COMMITs share fsyncs (group commit).
-        let synced = match &fd {
-            SyncFd::Cached(file) => file.sync.sync(|| rfs::fsync(&file.fd)),
-            SyncFd::Owned(fd) => rfs::fsync(fd),
-        };
+        // The whole file: COMMIT may always do more than asked. A file's
+        // concurrent COMMITs share fsyncs (group commit).
+        let synced = file.sync.sync(|| rfs::fsync(&file.fd));
         let result = synced.map_err(|e| {
             self.write_failed(e);
             errno(e)
         });
         let wcc = Wcc {
             before,
-            after: self.attr_of(&fd),
+            after: self.attr_of(&file.fd),
         };
         result.map(|()| wcc).map_err(|e| (e, wcc))
     }
