@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use rnfs_vfs::local::{LocalFs, LocalOptions};
-use rnfs_vfs::{Attr, BackendHandle, Cred, Filesystem, SetAttr, Stability};
+use rnfs_vfs::{Attr, BackendHandle, CreateHow, Cred, Filesystem, SetAttr, Stability};
 
 fn root() -> Cred {
     Cred::root()
@@ -247,6 +247,56 @@ fn own_changes_show_in_the_next_listing() {
     )
     .unwrap();
     assert_listing_is_current(&fs, dir.path(), "write through the other link");
+}
+
+/// Lists the directory `dir` and checks every entry against LOOKUP of its
+/// name.
+fn assert_dir_listing_is_current(fs: &LocalFs, dir: &BackendHandle, what: &str) {
+    for (name, (fh, attr)) in list(fs, dir) {
+        let (l_fh, l_attr, _) = fs.lookup(&root(), dir, &name).unwrap();
+        let name = String::from_utf8_lossy(&name);
+        assert_eq!(fh, l_fh, "{what}: handle of {name}");
+        assert_eq!(attr, l_attr, "{what}: attributes of {name}");
+    }
+}
+
+/// CREATE UNCHECKED with a size truncates an existing file through a
+/// descriptor that may be reported to another directory's watch, or to
+/// none: here the descriptor rnfs's WRITE cached when the file's only name
+/// was `a/f`, which was then linked as `b/g` and removed. The truncation
+/// shows in the next listing of `b` all the same.
+#[test]
+fn create_with_a_size_shows_in_the_next_listing() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("a")).unwrap();
+    std::fs::create_dir(dir.path().join("b")).unwrap();
+    let Some(fs) = backend(dir.path(), 3600) else {
+        return;
+    };
+    let r = fs.root();
+    let a = fs.lookup(&root(), &r, b"a").unwrap().0;
+    let b = fs.lookup(&root(), &r, b"b").unwrap().0;
+    let f = fs
+        .create(&root(), &a, b"f", &CreateHow::Guarded(SetAttr::default()))
+        .unwrap()
+        .handle;
+    fs.write(&root(), &f, 0, &[7; 100], Stability::Unstable)
+        .unwrap();
+    fs.link(&root(), &f, &b, b"g").unwrap();
+    fs.remove(&root(), &a, b"f").unwrap();
+    // The second listing answers from the attributes the first cached.
+    assert_dir_listing_is_current(&fs, &b, "first listing");
+    assert_dir_listing_is_current(&fs, &b, "second listing");
+    assert_eq!(list(&fs, &b)[&b"g"[..]].1.size, 100);
+    let how = CreateHow::Unchecked(SetAttr {
+        size: Some(0),
+        ..SetAttr::default()
+    });
+    let created = fs.create(&root(), &b, b"g", &how).unwrap();
+    assert_eq!((created.handle, created.attr.size), (f, 0));
+    assert_eq!(list(&fs, &b)[&b"g"[..]].1.size, 0);
+    assert_dir_listing_is_current(&fs, &b, "CREATE UNCHECKED with a size");
 }
 
 /// A write through a shared mapping is reported to no one; the listing shows

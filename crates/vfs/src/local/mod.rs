@@ -138,20 +138,27 @@
 //!   them inside the system call that makes the change, so a change finished
 //!   before the READDIRPLUS began is always seen. A full event queue retires
 //!   every generation.
-//! - **rnfs's own changes.** WRITE, SETATTR and LINK through a handle drop
-//!   the inode's attributes themselves (a descriptor from
-//!   `open_by_handle_at` may not be reported to any directory), and a listing
-//!   that began before such a change stores none of what it read for that
-//!   inode's shard of the cache (counts of updates per shard, no counter
-//!   shared by all writers).
+//! - **rnfs's own changes.** WRITE, SETATTR, LINK and CREATE UNCHECKED's
+//!   truncation of an existing file drop the inode's attributes themselves
+//!   (a descriptor from `open_by_handle_at` may not be reported to any
+//!   directory, and a cached one may have been opened through a name since
+//!   removed, whose directory alone is told), and a listing that began
+//!   before such a change stores none of what it read for that inode's
+//!   shard of the cache (counts of updates per shard, no counter shared by
+//!   all writers).
 //! - **What the kernel does not report** shows once the attributes are older
 //!   than [`LocalOptions::attr_max_age`] (default 10 s, the export option
 //!   `attr_cache_max_age`; 0 turns the cache off): writes through a shared
 //!   mapping, a hard link to the file made in another directory (its link
 //!   count and ctime; the file then has two links and is no longer cached),
-//!   and access times. A directory's own attributes change with its entries,
-//!   which its parent's watch does not hear of, and a file with two links can
-//!   change through the other directory: neither is cached.
+//!   and access times; and rnfs's own changes through *another export* of
+//!   the same files (nested exports are separate backends, each with its
+//!   own cache, and a change drops the attributes only from the cache of
+//!   the export it came through) where the kernel reports them to no
+//!   directory the listing watches. A directory's own attributes change
+//!   with its entries, which its parent's watch does not hear of, and a file
+//!   with two links can change through the other directory: neither is
+//!   cached.
 //!
 //!
 //! **What `getdents` returned** is kept the same way, for READDIRPLUS

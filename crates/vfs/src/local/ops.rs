@@ -301,7 +301,11 @@ impl LocalFs {
             stat,
         };
         let (file, _) = self.open_file(cred, &fh, true, Some(&node))?;
-        truncate(file.fd.as_fd(), size)?;
+        let truncated = truncate(file.fd.as_fd(), size);
+        // As WRITE and SETATTR do: the cached descriptor may have been
+        // opened through another name, whose directory alone is told.
+        self.forget_attrs(stat.st_ino);
+        truncated?;
         let stat = rfs::fstat(&file.fd).map_err(errno)?;
         Ok((fh, self.attr(&stat)))
     }
