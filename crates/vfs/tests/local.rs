@@ -1046,6 +1046,13 @@ fn descriptor_modes(path: &Path) -> Vec<i32> {
     modes
 }
 
+/// Writes `path` with `contents`, owned by `uid` (user and group), mode `mode`.
+fn owned_file(path: &Path, contents: &[u8], uid: u32, mode: u32) {
+    std::fs::write(path, contents).unwrap();
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
 /// knfsd's owner override holds for a file whose descriptor is not cached:
 /// its owner may write, truncate and read it whatever its mode; others may
 /// not.
@@ -1057,13 +1064,9 @@ fn the_owner_may_write_a_read_only_file_opened_afresh() {
     }
     let dir = temp_dir();
     let path = dir.path().join("ro");
-    std::fs::write(&path, b"0123456789").unwrap();
-    std::os::unix::fs::chown(&path, Some(4242), Some(4242)).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    owned_file(&path, b"0123456789", 4242, 0o444);
     let locked = dir.path().join("locked");
-    std::fs::write(&locked, b"secret").unwrap();
-    std::os::unix::fs::chown(&locked, Some(4242), Some(4242)).unwrap();
-    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    owned_file(&locked, b"secret", 4242, 0o000);
     let fs = open(dir.path());
     let r = fs.root();
     let ro = lookup(&fs, &r, b"ro").unwrap();
@@ -1128,17 +1131,11 @@ fn commit_needs_write_permission() {
     }
     let dir = temp_dir();
     let private = dir.path().join("private");
-    std::fs::write(&private, b"").unwrap();
-    std::os::unix::fs::chown(&private, Some(4242), Some(4242)).unwrap();
-    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    owned_file(&private, b"", 4242, 0o600);
     let shared = dir.path().join("shared");
-    std::fs::write(&shared, b"readable").unwrap();
-    std::os::unix::fs::chown(&shared, Some(4242), Some(4242)).unwrap();
-    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
+    owned_file(&shared, b"readable", 4242, 0o644);
     let ro = dir.path().join("ro");
-    std::fs::write(&ro, b"").unwrap();
-    std::os::unix::fs::chown(&ro, Some(4242), Some(4242)).unwrap();
-    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o444)).unwrap();
+    owned_file(&ro, b"", 4242, 0o444);
     let owner = Cred {
         uid: 4242,
         gid: 4242,
