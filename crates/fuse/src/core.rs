@@ -80,6 +80,9 @@ pub(crate) struct Core {
     table: Mutex<InodeTable>,
     dirs: Mutex<HashMap<u64, DirStream>>,
     next_dir: AtomicU64,
+    /// The next FUSE file handle of an open: each open has its own, so that
+    /// each learns of a write-back error at its fsync (`data.rs`).
+    next_open: AtomicU64,
     silly: AtomicU64,
     pub(crate) opts: MountOptions,
     io: IoConfig,
@@ -199,6 +202,7 @@ impl Core {
             table: Mutex::new(table),
             dirs: Mutex::new(HashMap::new()),
             next_dir: AtomicU64::new(1),
+            next_open: AtomicU64::new(1),
             silly: AtomicU64::new(0),
             blksize: io.wsize,
             io,
@@ -390,7 +394,13 @@ impl Core {
                 }
                 attr = Some(f.truncate_as(&nfs, size)?);
             }
-            (Some(f), None) => f.flush()?,
+            (Some(f), None) => {
+                // As Linux's nfs_setattr, a write-back error does not fail
+                // the SETATTR: it stays for every open's fsync and close.
+                if let Err(e) = f.flush() {
+                    tracing::debug!("writing back node {ino} before a setattr: {e}");
+                }
+            }
             (None, size) => sattr.size = size,
         }
         if sattr != Sattr3::default() {
@@ -672,8 +682,9 @@ impl Core {
     /// (the kernel keeps its attributes for the TTL we gave, so dropping the
     /// pages alone would leave it reading with the old size). A file we hold
     /// unwritten data for is not revalidated: the kernel's pages are ours.
-    /// Returns whether the kernel may keep its cached pages.
-    pub(crate) fn open(&self, ino: u64, flags: i32, cred: Credential) -> OpResult<bool> {
+    /// Returns the open's FUSE file handle and whether the kernel may keep
+    /// its cached pages.
+    pub(crate) fn open(&self, ino: u64, flags: i32, cred: Credential) -> OpResult<(u64, bool)> {
         let (fh, open, cached) = {
             let t = self.table();
             let node = t.get(ino).ok_or(Errno(libc::ESTALE))?;
@@ -719,36 +730,54 @@ impl Core {
                 }
             }
         }
+        let handle = self.next_open.fetch_add(1, Ordering::Relaxed);
         if attr.ftype != Ftype3::Reg {
-            return Ok(keep);
+            return Ok((handle, keep));
         }
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        self.attach(ino, nfs, fh, &attr, writes);
-        Ok(keep)
+        self.attach(ino, nfs, fh, &attr, writes, handle);
+        Ok((handle, keep))
     }
 
-    /// One more open of `ino`: shares its [`OpenFile`] or makes one. An
-    /// open for writing (`writes`) makes the file write as its caller: the
-    /// first opener may have had only read access.
-    fn attach(&self, ino: u64, nfs: NfsClient, fh: FileHandle, attr: &Fattr3, writes: bool) {
+    /// One more open of `ino`, FUSE file handle `handle`: shares its
+    /// [`OpenFile`] or makes one. An open for writing (`writes`) makes the
+    /// file write as its caller: the first opener may have had only read
+    /// access.
+    fn attach(
+        &self,
+        ino: u64,
+        nfs: NfsClient,
+        fh: FileHandle,
+        attr: &Fattr3,
+        writes: bool,
+        handle: u64,
+    ) {
         let mut t = self.table();
         let Some(node) = t.get_mut(ino) else {
             return;
         };
         if let Some(o) = node.open.as_mut() {
             o.opens += 1;
+            let file = Arc::clone(&o.file);
+            drop(t);
+            file.opened(handle);
             if writes {
-                let file = Arc::clone(&o.file);
-                drop(t);
                 file.write_as(&nfs);
             }
             return;
         }
-        let file = NfsFile::new(nfs, fh, attr, self.io.clone(), self.budget.clone());
+        let file = Arc::new(OpenFile::new(NfsFile::new(
+            nfs,
+            fh,
+            attr,
+            self.io.clone(),
+            self.budget.clone(),
+        )));
+        file.opened(handle);
         t.set_open(
             ino,
             OpenState {
-                file: Arc::new(OpenFile::new(file)),
+                file,
                 opens: 1,
                 silly: None,
             },
@@ -757,7 +786,8 @@ impl Core {
 
     /// CREATE (GUARDED, so `O_EXCL` is atomic on the server) and open.
     /// Without `O_EXCL` an existing file is opened instead (truncated for
-    /// `O_TRUNC`), as `open(2)` does.
+    /// `O_TRUNC`), as `open(2)` does. Returns the entry and the open's FUSE
+    /// file handle.
     pub(crate) fn create(
         &self,
         parent: u64,
@@ -765,7 +795,7 @@ impl Core {
         mode: u32,
         flags: i32,
         cred: Credential,
-    ) -> OpResult<Entry> {
+    ) -> OpResult<(Entry, u64)> {
         self.check_name(name)?;
         let dir = self.fh(parent)?;
         let nfs = self.client(cred);
@@ -791,10 +821,11 @@ impl Core {
             return Err(Errno(libc::EISDIR));
         }
         let entry = self.entry(&nfs, fh, Some(attr))?;
+        let handle = self.next_open.fetch_add(1, Ordering::Relaxed);
         if attr.ftype == Ftype3::Reg {
-            self.attach(entry.attr.ino, nfs, fh, &attr, true);
+            self.attach(entry.attr.ino, nfs, fh, &attr, true, handle);
         }
-        Ok(entry)
+        Ok((entry, handle))
     }
 
     pub(crate) fn read(
@@ -835,32 +866,45 @@ impl Core {
         u32::try_from(n).map_err(|_| Errno(libc::EIO))
     }
 
-    /// `close(2)` of one descriptor: write back and COMMIT (close-to-open).
-    pub(crate) fn flush(&self, ino: u64) -> OpResult<()> {
+    /// `close(2)` of one descriptor of open `handle` (which other
+    /// descriptors, a forked child's say, may share): write back and COMMIT
+    /// (close-to-open). Reports a write-back error the open has not seen in
+    /// an fsync, and leaves it for that fsync.
+    pub(crate) fn flush(&self, ino: u64, handle: u64) -> OpResult<()> {
+        self.sync(ino, handle, false)
+    }
+
+    /// fsync(2) of open `handle`: write back and COMMIT; reports a
+    /// write-back error of the file once to each open.
+    pub(crate) fn fsync(&self, ino: u64, handle: u64) -> OpResult<()> {
+        self.sync(ino, handle, true)
+    }
+
+    fn sync(&self, ino: u64, handle: u64, advance: bool) -> OpResult<()> {
         if let (_, Some(f)) = self.open_file(ino)? {
-            f.fsync()?;
+            let synced = f.fsync();
+            // An error this fsync took is in the file's sequence too.
+            f.check_error(handle, advance).map_err(Errno)?;
+            synced?;
         }
         Ok(())
     }
 
-    pub(crate) fn fsync(&self, ino: u64) -> OpResult<()> {
-        self.flush(ino)
-    }
-
-    /// The last release of a descriptor: when no open is left, the file is
+    /// The release of open `handle`: when no open is left, the file is
     /// closed (written back, committed) and a silly-renamed file removed.
-    pub(crate) fn release(&self, ino: u64, cred: Credential) -> OpResult<()> {
-        let file = {
+    pub(crate) fn release(&self, ino: u64, handle: u64, cred: Credential) -> OpResult<()> {
+        let (file, last) = {
             let mut t = self.table();
             let Some(open) = t.get_mut(ino).and_then(|n| n.open.as_mut()) else {
                 return Ok(());
             };
             open.opens = open.opens.saturating_sub(1);
-            if open.opens > 0 {
-                return Ok(());
-            }
-            open.file.clone()
+            (open.file.clone(), open.opens == 0)
         };
+        file.released(handle);
+        if !last {
+            return Ok(());
+        }
         // Write back before letting go, so an open racing with this release
         // never sees a file whose data is still on its way.
         let synced = file.fsync();

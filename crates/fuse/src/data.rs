@@ -1,11 +1,33 @@
 //! The data path of one open regular file: an [`NfsFile`] (the client's
 //! write-behind and read-ahead engine) shared by every open of the node, plus
 //! what the mount needs to know about it.
+//!
+//! **Write-back errors** are kept as Linux's `errseq_t`: the `NfsFile`
+//! hands a WRITE or COMMIT failure out once, to whichever call takes it, so
+//! every error taken bumps the file's error sequence here, and each open
+//! (FUSE file handle) remembers the sequence it last reported. `fsync`
+//! reports an error the open has not seen and marks it seen; `flush` (every
+//! `close(2)` of a descriptor, a forked child's exit included) and setattr
+//! report without marking, so an error always reaches every open's fsync.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rnfs_client::{NfsClient, NfsError, NfsFile};
 use rnfs_nfs3::Fattr3;
+
+/// Write-back errors of one file and what each open has seen of them.
+#[derive(Debug, Default)]
+struct Errors {
+    /// Bumped by every error taken from the `NfsFile`.
+    seq: u64,
+    /// The errno of the last one.
+    errno: i32,
+    /// Per open (FUSE file handle): the `seq` it last reported, or had when
+    /// opened.
+    seen: HashMap<u64, u64>,
+}
 
 /// An open regular file.
 #[derive(Debug)]
@@ -17,6 +39,8 @@ pub(crate) struct OpenFile {
     synced: AtomicU64,
     /// In the mount's flush queue (`flusher.rs`).
     pub(crate) queued: AtomicBool,
+    /// Write-back errors (see the module's doc).
+    errors: Mutex<Errors>,
 }
 
 impl OpenFile {
@@ -26,7 +50,53 @@ impl OpenFile {
             written: AtomicU64::new(0),
             synced: AtomicU64::new(0),
             queued: AtomicBool::new(false),
+            errors: Mutex::new(Errors::default()),
         }
+    }
+
+    fn errors(&self) -> MutexGuard<'_, Errors> {
+        self.errors.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps an error of the `NfsFile` (which hands it out only once) for
+    /// every open's next fsync.
+    fn record<T>(&self, r: Result<T, NfsError>) -> Result<T, NfsError> {
+        if let Err(e) = &r {
+            let mut errors = self.errors();
+            errors.seq += 1;
+            errors.errno = e.errno();
+        }
+        r
+    }
+
+    /// Open `fh` of the file begins: it reports only errors from now on.
+    pub(crate) fn opened(&self, fh: u64) {
+        let mut errors = self.errors();
+        let seq = errors.seq;
+        errors.seen.insert(fh, seq);
+    }
+
+    /// Open `fh` of the file was released.
+    pub(crate) fn released(&self, fh: u64) {
+        self.errors().seen.remove(&fh);
+    }
+
+    /// The errno of a write-back error that open `fh` has not reported yet,
+    /// if any; `advance` (fsync) marks it reported for `fh`, else (flush,
+    /// setattr) it stays for `fh`'s next fsync.
+    pub(crate) fn check_error(&self, fh: u64, advance: bool) -> Result<(), i32> {
+        let mut errors = self.errors();
+        let (seq, errno) = (errors.seq, errors.errno);
+        let Some(seen) = errors.seen.get_mut(&fh) else {
+            return Ok(());
+        };
+        if *seen == seq {
+            return Ok(());
+        }
+        if advance {
+            *seen = seq;
+        }
+        Err(errno)
     }
 
     /// Whether data was written since the last completed fsync: then the
@@ -53,7 +123,7 @@ impl OpenFile {
     /// may wait for the write-behind's flow control).
     pub(crate) fn write(&self, offset: u64, data: &[u8]) -> Result<usize, NfsError> {
         self.written.fetch_add(1, Ordering::AcqRel);
-        self.file.write(offset, data)
+        self.record(self.file.write(offset, data))
     }
 
     /// Writes back and commits what was written more than the expiry ago
@@ -70,7 +140,7 @@ impl OpenFile {
     /// Writes back everything and COMMITs it (close-to-open, fsync).
     pub(crate) fn fsync(&self) -> Result<(), NfsError> {
         let start = self.written.load(Ordering::Acquire);
-        self.file.fsync()?;
+        self.record(self.file.fsync())?;
         self.synced.store(start, Ordering::Release);
         Ok(())
     }
@@ -78,7 +148,7 @@ impl OpenFile {
     /// Sends everything dirty and waits for it (before a SETATTR, whose
     /// times later WRITEs must not overwrite).
     pub(crate) fn flush(&self) -> Result<(), NfsError> {
-        self.file.flush()
+        self.record(self.file.flush())
     }
 
     /// The attributes, after a bounded flush, with the size we know of
@@ -127,7 +197,7 @@ impl OpenFile {
     /// Last close: writes back, commits, and lets go.
     pub(crate) fn close(&self) -> Result<(), NfsError> {
         let start = self.written.load(Ordering::Acquire);
-        self.file.close()?;
+        self.record(self.file.close())?;
         self.synced.store(start, Ordering::Release);
         Ok(())
     }

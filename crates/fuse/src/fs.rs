@@ -281,7 +281,7 @@ impl Filesystem for RnfsFs {
             req,
             reply,
             move |core, cred, reply| match core.open(ino, flags, cred) {
-                Ok(keep) => reply.opened(ino, if keep { FOPEN_KEEP_CACHE } else { 0 }),
+                Ok((handle, keep)) => reply.opened(handle, if keep { FOPEN_KEEP_CACHE } else { 0 }),
                 Err(Errno(e)) => reply.error(e),
             },
         );
@@ -339,9 +339,9 @@ impl Filesystem for RnfsFs {
         });
     }
 
-    fn flush(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _lock: u64, reply: ReplyEmpty) {
+    fn flush(&mut self, _req: &Request<'_>, ino: u64, fh: u64, _lock: u64, reply: ReplyEmpty) {
         self.run(("flush", ino), reply, move |core, reply| {
-            empty(reply, core.flush(ino));
+            empty(reply, core.flush(ino, fh));
         });
     }
 
@@ -349,27 +349,20 @@ impl Filesystem for RnfsFs {
         &mut self,
         req: &Request<'_>,
         ino: u64,
-        _fh: u64,
+        fh: u64,
         _flags: i32,
         _lock_owner: Option<u64>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
         self.spawn(("release", ino), req, reply, move |core, cred, reply| {
-            empty(reply, core.release(ino, cred));
+            empty(reply, core.release(ino, fh, cred));
         });
     }
 
-    fn fsync(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
+    fn fsync(&mut self, _req: &Request<'_>, ino: u64, fh: u64, _datasync: bool, reply: ReplyEmpty) {
         self.run(("fsync", ino), reply, move |core, reply| {
-            empty(reply, core.fsync(ino));
+            empty(reply, core.fsync(ino, fh));
         });
     }
 
@@ -494,7 +487,7 @@ impl Filesystem for RnfsFs {
             req,
             reply,
             move |core, cred, reply| match core.create(parent, &name, mode, flags, cred) {
-                Ok(e) => reply.created(&e.ttl, &e.attr, 0, e.attr.ino, 0),
+                Ok((e, handle)) => reply.created(&e.ttl, &e.attr, 0, handle, 0),
                 Err(Errno(e)) => reply.error(e),
             },
         );

@@ -5,17 +5,22 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod common;
+#[path = "../../client/tests/support/jukebox_proxy.rs"]
+mod jukebox_proxy;
 
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{sh, skip, AbortOnPanic, TestMount};
+use jukebox_proxy::{jukebox_proxy, JukeboxPlan};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -316,6 +321,59 @@ fn an_idle_open_files_data_is_written_back_when_it_expires() {
         std::thread::sleep(Duration::from_millis(100));
     }
     drop(f);
+}
+
+/// The errno of the last failed libc call.
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap()
+}
+
+/// A WRITE that fails in the background (here NFS3ERR_NOSPC, from a proxy)
+/// reaches the writer's fsync though other descriptors of its open were
+/// closed first, as Linux's errseq has it: every close(2) (a dup, a forked
+/// child's exit) is a FUSE flush, which reports the error without consuming
+/// it, and every open learns of it at its fsync. The first flush once took
+/// it, and the writer's fsync and close returned 0 with its data lost.
+#[test]
+fn a_write_back_error_reaches_fsync_after_other_descriptors_close() {
+    if skip("a_write_back_error_reaches_fsync_after_other_descriptors_close") {
+        return;
+    }
+    const WRITE: u32 = 7;
+    const NFS3ERR_NOSPC: u32 = 28;
+    let plan = JukeboxPlan::failing(NFS3ERR_NOSPC, &[(WRITE, u32::MAX)]);
+    let t = TestMount::through_proxy("", |server| jukebox_proxy(server, Arc::clone(&plan)));
+    let mut f = File::create(t.m("full")).unwrap();
+    // Another open of the file, from before the error.
+    let other = OpenOptions::new().write(true).open(t.m("full")).unwrap();
+    // Less than a write-behind chunk: nothing is sent before a flush.
+    f.write_all(&[b'z'; 64 << 10]).unwrap();
+    assert_eq!(plan.answered(WRITE), 0);
+    let fd = f.as_raw_fd();
+    // SAFETY: plain descriptor calls on a descriptor this test owns.
+    let dup = unsafe { libc::dup(fd) };
+    assert!(dup >= 0);
+    // SAFETY: `dup` is ours and closed once.
+    let closed = unsafe { libc::close(dup) };
+    assert!(plan.answered(WRITE) > 0, "close(dup(fd)) wrote back");
+    assert_eq!((closed, errno()), (-1, libc::ENOSPC), "close reports it");
+    // SAFETY: the child only exits (closing its copy of `fd`).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: async-signal-safe, in the child.
+        unsafe { libc::_exit(0) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    let err = f
+        .sync_all()
+        .expect_err("the writer's fsync reports the loss");
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+    f.sync_all().expect("reported once to each open");
+    let err = other.sync_all().expect_err("the other open's fsync too");
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+    drop((f, other));
 }
 
 #[test]

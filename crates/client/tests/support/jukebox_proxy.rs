@@ -1,6 +1,7 @@
 //! A proxy between an NFS client and server on loopback that answers some
 //! NFSv3 calls itself with NFS3ERR_JUKEBOX ("try again later": the server did
-//! nothing) instead of relaying them, for tests that a client retries them.
+//! nothing) instead of relaying them, for tests that a client retries them
+//! (or, with [`JukeboxPlan::failing`], with another error status).
 //! Use: `#[path = "support/jukebox_proxy.rs"] mod jukebox_proxy;`
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 #![allow(clippy::unwrap_used, reason = "tests")]
@@ -25,6 +26,8 @@ const PROCEDURES: usize = 22;
 /// are left, starting with the first.
 pub(crate) struct JukeboxPlan {
     every: u32,
+    /// The status answered (NFS3ERR_JUKEBOX unless `failing`).
+    status: u32,
     left: [AtomicU32; PROCEDURES],
     seen: [AtomicU32; PROCEDURES],
     answered: [AtomicU32; PROCEDURES],
@@ -43,9 +46,21 @@ impl JukeboxPlan {
         Self::every(1, counts)
     }
 
+    /// `counts`: (procedure number, how many calls of it to answer), every
+    /// call until they are spent, with the error `status` (an `Nfsstat3`
+    /// number) rather than NFS3ERR_JUKEBOX.
+    pub(crate) fn failing(status: u32, counts: &[(u32, u32)]) -> Arc<Self> {
+        Self::with_status(1, status, counts)
+    }
+
     fn every(every: u32, counts: &[(u32, u32)]) -> Arc<Self> {
+        Self::with_status(every, JUKEBOX, counts)
+    }
+
+    fn with_status(every: u32, status: u32, counts: &[(u32, u32)]) -> Arc<Self> {
         let plan = Self {
             every,
+            status,
             left: std::array::from_fn(|_| AtomicU32::new(0)),
             seen: std::array::from_fn(|_| AtomicU32::new(0)),
             answered: std::array::from_fn(|_| AtomicU32::new(0)),
@@ -106,7 +121,7 @@ pub(crate) fn jukebox_proxy(server: SocketAddr, plan: Arc<JukeboxPlan>) -> Socke
                 let mut s_out = s_out;
                 relay(client, |rec| match peek_call_ids(rec) {
                     Some((NFS_PROGRAM, 3, proc_)) if plan.take(proc_) => {
-                        send(&to_client, &jukebox_reply(rec, proc_))
+                        send(&to_client, &jukebox_reply(rec, proc_, plan.status))
                     }
                     _ => write_record(&mut s_out, rec),
                 });
@@ -117,10 +132,10 @@ pub(crate) fn jukebox_proxy(server: SocketAddr, plan: Arc<JukeboxPlan>) -> Socke
     addr
 }
 
-fn jukebox_reply(call: &[u8], proc_: u32) -> Vec<u8> {
+fn jukebox_reply(call: &[u8], proc_: u32, status: u32) -> Vec<u8> {
     // xid, REPLY, MSG_ACCEPTED, AUTH_NONE verifier, SUCCESS, the status.
     let mut reply = call[..4].to_vec();
-    for word in [1, 0, 0, 0, 0, JUKEBOX] {
+    for word in [1, 0, 0, 0, 0, status] {
         reply.extend_from_slice(&u32::to_be_bytes(word));
     }
     reply.resize(reply.len() + 4 * failure_words(proc_).unwrap_or(0), 0);

@@ -3,6 +3,7 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -102,12 +103,28 @@ impl TestMount {
 
     /// With `-o`-style `options`.
     pub(crate) fn with_options(options: &str) -> Self {
+        Self::through_proxy(options, |server| server)
+    }
+
+    /// With `-o`-style `options`, mounted through a proxy: `proxy` is given
+    /// the server's address and returns the proxy's (which relays both NFS
+    /// and MOUNT calls).
+    pub(crate) fn through_proxy(
+        options: &str,
+        proxy: impl FnOnce(SocketAddr) -> SocketAddr,
+    ) -> Self {
         let export_dir = tempfile::tempdir().unwrap();
         let mnt_dir = tempfile::tempdir().unwrap();
         let (server, url) = start_server(export_dir.path());
+        let at = proxy(SocketAddr::from(([127, 0, 0, 1], url.nfs_port.unwrap())));
+        let proxied = NfsUrl {
+            nfs_port: Some(at.port()),
+            mount_port: Some(at.port()),
+            ..url.clone()
+        };
         let mut opts = MountOptions::default();
         opts.apply(options).unwrap();
-        let handle = rnfs_fuse::spawn(&url, mnt_dir.path(), opts).unwrap();
+        let handle = rnfs_fuse::spawn(&proxied, mnt_dir.path(), opts).unwrap();
         let mnt = handle.mountpoint().to_owned();
         Self {
             handle: Some(handle),
