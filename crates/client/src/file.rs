@@ -635,10 +635,17 @@ impl NfsFile {
     /// (the next open sees other clients' changes). The file stays usable.
     pub fn close(&self) -> Result<(), NfsError> {
         let result = self.fsync();
+        self.drop_read_ahead();
+        result
+    }
+
+    /// Drops the read-ahead, READs on the wire included: another client
+    /// changed the file (its attributes say so), so what was read ahead may
+    /// be its old bytes. The next read asks the server.
+    pub fn drop_read_ahead(&self) {
         let mut st = self.lock();
         st.invalidate(0, u64::MAX);
         st.ra.reset();
-        result
     }
 
     /// The server's attributes once what was written before the call is

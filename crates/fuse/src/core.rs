@@ -36,6 +36,11 @@ impl From<NfsError> for Errno {
 
 pub(crate) type OpResult<T> = Result<T, Errno>;
 
+/// Open files whose fresh attributes showed another client's change, with
+/// their handles: to revalidate ([`Core::revalidate`]) once the table is
+/// unlocked.
+pub(crate) type Changed = Vec<(FileHandle, Arc<OpenFile>)>;
+
 /// A node for an entry reply: its attributes and how long the kernel may
 /// trust them (and the name).
 #[derive(Debug, Clone, Copy)]
@@ -279,8 +284,34 @@ impl Core {
         let attr = attr_or_getattr(nfs, &fh, attr)?;
         let now = Instant::now();
         let mut t = self.table();
+        let changed = t
+            .ino_of(&fh)
+            .and_then(|ino| t.note_server_attr(ino, &attr, false));
         let ino = t.reference(fh, attr, now, &self.opts.cache);
-        self.reply_attr(&t, ino, now)
+        let entry = self.reply_attr(&t, ino, now);
+        drop(t);
+        if let Some(f) = changed {
+            self.revalidate(nfs, &fh, &f);
+        }
+        entry
+    }
+
+    /// Another client changed open file `f` (handle `fh`), as attributes
+    /// fetched by some other call showed: its read-ahead may hold the old
+    /// bytes and its size is stale, so reads on descriptors held since
+    /// would return old data or stop at the old end. Drops the read-ahead
+    /// and takes the size of a GETATTR sent now (the attributes that showed
+    /// the change may predate a WRITE or truncate of ours, see
+    /// `NfsFile::set_server_size`).
+    fn revalidate(&self, nfs: &NfsClient, fh: &FileHandle, f: &OpenFile) {
+        f.drop_read_ahead();
+        let sent_at = f.size_generation();
+        match nfs.getattr(fh) {
+            Ok(a) => {
+                f.set_server_size(sent_at, a.size);
+            }
+            Err(e) => tracing::debug!("revalidating a changed open file: {e}"),
+        }
     }
 
     fn dir_changed(&self, dir: &FileHandle, wcc: &WccData) {
@@ -332,8 +363,15 @@ impl Core {
         };
         let now = Instant::now();
         let mut t = self.table();
+        // The open file's getattr took the size itself.
+        let changed = t.note_server_attr(ino, &attr, false);
         t.update_attr(ino, attr, now, &self.opts.cache, false);
-        self.reply_attr(&t, ino, now)
+        let entry = self.reply_attr(&t, ino, now);
+        drop(t);
+        if let Some(f) = changed {
+            f.drop_read_ahead();
+        }
+        entry
     }
 
     #[allow(clippy::too_many_arguments, reason = "one per settable attribute")]
@@ -438,10 +476,19 @@ impl Core {
         if mask & libc::X_OK != 0 {
             want |= if dir { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
         }
-        let (granted, attr) = self.client(cred).access(&fh, want)?;
+        let nfs = self.client(cred);
+        let (granted, attr) = nfs.access(&fh, want)?;
         if let Some(a) = attr {
-            self.table()
-                .update_attr(ino, a, Instant::now(), &self.opts.cache, false);
+            let changed = {
+                let mut t = self.table();
+                // The kernel does not see these attributes.
+                let changed = t.note_server_attr(ino, &a, true);
+                t.update_attr(ino, a, Instant::now(), &self.opts.cache, false);
+                changed
+            };
+            if let Some(f) = changed {
+                self.revalidate(&nfs, &fh, &f);
+            }
         }
         if granted & want == want {
             Ok(())
@@ -712,15 +759,21 @@ impl Core {
             }
             if self.opts.cto && !dirty {
                 let fresh = attr_or_getattr(&nfs, &fh, fresh)?;
-                keep = !data_changed(&cached, &fresh);
+                // The kernel's pages are from the data the cached attributes
+                // describe, unless attributes taken since (and now cached)
+                // showed a change.
+                let stale = {
+                    let mut t = self.table();
+                    t.update_attr(ino, fresh, Instant::now(), &self.opts.cache, false);
+                    t.take_data_stale(ino)
+                };
+                keep = !stale && !data_changed(&cached, &fresh);
                 attr = fresh;
-                self.table()
-                    .update_attr(ino, fresh, Instant::now(), &self.opts.cache, false);
                 if !keep {
                     self.invalidate_kernel(ino);
                     if let Some(f) = &open {
-                        // Still open (a release on its way): drop its read-ahead.
-                        f.close()?;
+                        // Still open: drop its read-ahead.
+                        f.drop_read_ahead();
                     }
                 }
                 if let (Some(f), Some(sent_at)) = (&open, sent_at) {
@@ -940,21 +993,32 @@ impl Core {
     }
 
     /// Passes the names after cookie `offset` to `add`, with the inode
-    /// table locked, until `add` returns `true` (the reply is full).
+    /// table locked, until `add` returns `true` (the reply is full). The
+    /// open files `add` finds changed (see [`dir_entry`](Self::dir_entry))
+    /// are revalidated before it returns.
     pub(crate) fn list_dir(
         &self,
         ino: u64,
         id: u64,
         offset: u64,
         cred: Credential,
-        mut add: impl FnMut(&mut InodeTable, &DirItem, Instant) -> bool,
+        mut add: impl FnMut(&mut InodeTable, &DirItem, Instant, &mut Changed) -> bool,
     ) -> OpResult<()> {
-        let (page, start) = self.readdir(ino, id, offset, cred)?;
-        let mut t = self.table();
-        let now = Instant::now();
-        for item in &page[start..] {
-            if add(&mut t, item, now) {
-                break;
+        let (page, start) = self.readdir(ino, id, offset, &cred)?;
+        let mut changed = Changed::new();
+        {
+            let mut t = self.table();
+            let now = Instant::now();
+            for item in &page[start..] {
+                if add(&mut t, item, now, &mut changed) {
+                    break;
+                }
+            }
+        }
+        if !changed.is_empty() {
+            let nfs = self.client(cred);
+            for (fh, f) in changed {
+                self.revalidate(&nfs, &fh, &f);
             }
         }
         Ok(())
@@ -967,7 +1031,7 @@ impl Core {
         ino: u64,
         id: u64,
         offset: u64,
-        cred: Credential,
+        cred: &Credential,
     ) -> OpResult<(Arc<Vec<DirItem>>, usize)> {
         let mut verf = CookieVerf3::default();
         if offset != 0 {
@@ -989,7 +1053,7 @@ impl Core {
             }
         }
         let dir = self.fh(ino)?;
-        let nfs = self.client(cred);
+        let nfs = self.client(cred.clone());
         let maxcount = (self.dsize.saturating_mul(4)).clamp(32 << 10, 1 << 20);
         let page = nfs.readdirplus(&dir, offset, verf, self.dsize, maxcount)?;
         if let Some(a) = page.dir_attr {
@@ -1034,13 +1098,15 @@ impl Core {
     }
 
     /// The node id and attributes of a listed name; counts a lookup unless
-    /// it is `.` or `..`.
+    /// it is `.` or `..`. An open file the attributes show changed by
+    /// another client goes to `changed`.
     pub(crate) fn dir_entry(
         &self,
         t: &mut InodeTable,
         dir_ino: u64,
         item: &DirItem,
         now: Instant,
+        changed: &mut Changed,
     ) -> (Entry, bool) {
         let uncached = |ino| Entry {
             attr: to_fuse(ino, &item.attr, self.blksize),
@@ -1048,6 +1114,12 @@ impl Core {
         };
         if item.is_dot() {
             return (uncached(self.dir_ino(t, dir_ino, item)), false);
+        }
+        if let Some(f) = t
+            .ino_of(&item.fh)
+            .and_then(|ino| t.note_server_attr(ino, &item.attr, false))
+        {
+            changed.push((item.fh, f));
         }
         let ino = t.reference(item.fh, item.attr, now, &self.opts.cache);
         let entry = self

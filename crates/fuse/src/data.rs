@@ -182,6 +182,12 @@ impl OpenFile {
         self.file.set_server_size(sent_at, size);
     }
 
+    /// Another client changed the file: drops what was read ahead (see
+    /// `NfsFile::drop_read_ahead`).
+    pub(crate) fn drop_read_ahead(&self) {
+        self.file.drop_read_ahead();
+    }
+
     /// See `NfsFile::size_generation`.
     pub(crate) fn size_generation(&self) -> u64 {
         self.file.size_generation()

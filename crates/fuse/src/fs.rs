@@ -383,7 +383,7 @@ impl Filesystem for RnfsFs {
             req,
             reply,
             move |core, cred, mut reply| {
-                let listed = core.list_dir(ino, fh, offset as u64, cred, |t, item, _| {
+                let listed = core.list_dir(ino, fh, offset as u64, cred, |t, item, _, _| {
                     let ino = core.dir_ino(t, ino, item);
                     let name = OsStr::from_bytes(&item.name);
                     reply.add(ino, item.cookie as i64, kind(item.attr.ftype), name)
@@ -409,16 +409,18 @@ impl Filesystem for RnfsFs {
             req,
             reply,
             move |core, cred, mut reply| {
-                let listed = core.list_dir(ino, fh, offset as u64, cred, |t, item, now| {
-                    let (e, counted) = core.dir_entry(t, ino, item, now);
-                    let name = OsStr::from_bytes(&item.name);
-                    let full = reply.add(e.attr.ino, item.cookie as i64, name, &e.ttl, &e.attr, 0);
-                    // Not sent: the kernel did not see this lookup.
-                    if full && counted {
-                        t.forget(e.attr.ino, 1);
-                    }
-                    full
-                });
+                let listed =
+                    core.list_dir(ino, fh, offset as u64, cred, |t, item, now, changed| {
+                        let (e, counted) = core.dir_entry(t, ino, item, now, changed);
+                        let name = OsStr::from_bytes(&item.name);
+                        let full =
+                            reply.add(e.attr.ino, item.cookie as i64, name, &e.ttl, &e.attr, 0);
+                        // Not sent: the kernel did not see this lookup.
+                        if full && counted {
+                            t.forget(e.attr.ino, 1);
+                        }
+                        full
+                    });
                 match listed {
                     Ok(()) => reply.ok(),
                     Err(Errno(e)) => reply.error(e),

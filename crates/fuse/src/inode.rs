@@ -46,6 +46,10 @@ pub(crate) struct Inode {
     /// `InodeTable::unlinks` when `attr` was taken: a multi-linked node's
     /// link count may have changed with any later unlink or rename.
     unlinks_seen: u64,
+    /// Attributes taken since the last open's revalidation showed that
+    /// another client changed the data: the kernel's pages may hold the old
+    /// bytes though `attr` is fresh, so the next open must not keep them.
+    pub(crate) data_stale: bool,
 }
 
 impl Inode {
@@ -91,6 +95,7 @@ impl InodeTable {
                 attr: CachedAttr::new(attr, now, times),
                 open: None,
                 unlinks_seen: 0,
+                data_stale: false,
             },
         );
         t.by_handle.insert(root, ROOT);
@@ -150,6 +155,7 @@ impl InodeTable {
                 attr: CachedAttr::new(attr, now, times),
                 open: None,
                 unlinks_seen: self.unlinks,
+                data_stale: false,
             },
         );
         self.by_handle.insert(fh, ino);
@@ -200,6 +206,39 @@ impl InodeTable {
         if let (Some(attr), Some(ino)) = (attr, self.ino_of(fh)) {
             self.update_attr(ino, attr, now, times, true);
         }
+    }
+
+    /// Server attributes `attr` of `ino`, fetched by a call other than an
+    /// open's revalidation and not after a change of ours, are about to be
+    /// taken: if they show that the data changed since the cached ones
+    /// (another client wrote) while the node is open, or while `untold`
+    /// (they do not reach the kernel, which cannot drop its pages itself),
+    /// the kernel's pages are stale for the next open. Returns the node's
+    /// open file if its read-ahead and size must be revalidated: not one
+    /// holding writes of its own, whose replies changed the attributes.
+    pub(crate) fn note_server_attr(
+        &mut self,
+        ino: u64,
+        attr: &Fattr3,
+        untold: bool,
+    ) -> Option<Arc<OpenFile>> {
+        let node = self.nodes.get_mut(&ino)?;
+        if !crate::attr::data_changed(&node.attr.attr, attr) {
+            return None;
+        }
+        let open = node.open.as_ref().filter(|o| !o.file.is_dirty());
+        if open.is_some() || (untold && node.open.is_none()) {
+            node.data_stale = true;
+        }
+        open.map(|o| Arc::clone(&o.file))
+    }
+
+    /// Whether the kernel's pages of `ino` may be stale (see
+    /// `Inode::data_stale`); clears it (an open revalidates).
+    pub(crate) fn take_data_stale(&mut self, ino: u64) -> bool {
+        self.nodes
+            .get_mut(&ino)
+            .is_some_and(|n| std::mem::take(&mut n.data_stale))
     }
 
     /// Expires the attributes of `ino`.

@@ -432,6 +432,77 @@ fn close_to_open_sees_the_new_size_of_a_file_held_open() {
     drop(held);
 }
 
+/// Another client changes a file this mount holds open and has read ahead
+/// of: once the attributes time out and show the change, a read on the held
+/// descriptor and a new open both see the new bytes. The open file's
+/// read-ahead once outlived the change (only its own writes and the last
+/// close dropped it), and the next open, comparing with attributes already
+/// refreshed, let the kernel keep pages filled from it.
+#[test]
+fn a_change_seen_in_fresh_attributes_drops_the_read_ahead_of_a_held_file() {
+    if skip("a_change_seen_in_fresh_attributes_drops_the_read_ahead_of_a_held_file") {
+        return;
+    }
+    use std::os::unix::fs::FileExt;
+    let t = TestMount::with_options("acregmin=1,acregmax=1");
+    fs::write(t.m("f"), vec![b'a'; 6 << 20]).unwrap();
+    let held = File::open(t.m("f")).unwrap();
+    // No kernel read-ahead: the mount sees these reads, in order, and
+    // reads ahead of them itself (past 3 MiB).
+    // SAFETY: advice on a descriptor this test owns.
+    let advised = unsafe { libc::posix_fadvise(held.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    assert_eq!(advised, 0);
+    let mut buf = vec![0; 128 << 10];
+    for at in (0..1 << 20).step_by(buf.len()) {
+        held.read_exact_at(&mut buf, at).unwrap();
+    }
+    // Another client (here: the server's own directory) writes at 3 MiB.
+    let other = OpenOptions::new().write(true).open(t.e("f")).unwrap();
+    other.write_all_at(b"NEWDATA!", 3 << 20).unwrap();
+    drop(other);
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut got = [0; 8];
+    held.read_exact_at(&mut got, 3 << 20).unwrap();
+    assert_eq!(&got, b"NEWDATA!", "the held descriptor reads the new bytes");
+    let reopened = File::open(t.m("f")).unwrap();
+    reopened.read_exact_at(&mut got, 3 << 20).unwrap();
+    assert_eq!(&got, b"NEWDATA!", "a new open reads the new bytes");
+    drop((held, reopened));
+}
+
+/// Another client grows a file this mount holds open: once a lookup (a
+/// `stat` by name) shows the new size, the held descriptor reads all of it.
+/// A lookup once refreshed the table and the kernel but not the size of
+/// the node's open file, so `stat` showed the grown size while `read`
+/// returned end of file until the attributes timed out.
+#[test]
+fn a_lookup_that_sees_a_grown_file_lets_held_opens_read_it() {
+    if skip("a_lookup_that_sees_a_grown_file_lets_held_opens_read_it") {
+        return;
+    }
+    let t = TestMount::with_options("acregmin=1,acregmax=1");
+    fs::write(t.m("f"), pattern(1000, 1)).unwrap();
+    let mut held = File::open(t.m("f")).unwrap();
+    let mut old = Vec::new();
+    held.read_to_end(&mut old).unwrap();
+    assert_eq!(old, pattern(1000, 1));
+    // Another client (here: the server's own directory) grows it.
+    fs::write(t.e("f"), pattern(5000, 2)).unwrap();
+    // The kernel's entry expires: the next stat by name is a LOOKUP.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(fs::metadata(t.m("f")).unwrap().len(), 5000);
+    held.seek(SeekFrom::Start(0)).unwrap();
+    let mut grown = Vec::new();
+    held.read_to_end(&mut grown).unwrap();
+    assert_eq!(
+        grown.len(),
+        5000,
+        "the held descriptor reads the grown file"
+    );
+    assert_eq!(grown, pattern(5000, 2));
+    drop(held);
+}
+
 #[test]
 fn unlinked_open_file_stays_readable() {
     if skip("unlinked_open_file_stays_readable") {
