@@ -236,6 +236,26 @@ impl Core {
         }
     }
 
+    /// Tells the kernel that `ino` is `size` bytes long, if it thought it
+    /// shorter: stores the file's last byte (read as `nfs`), the only
+    /// notification that sets the kernel's size (a store of no data does
+    /// not), and the byte it stores is the file's.
+    fn grow_kernel_size(&self, nfs: &NfsClient, ino: u64, fh: &FileHandle, size: u64) {
+        let (Some(n), Some(last)) = (self.notifier.get(), size.checked_sub(1)) else {
+            return;
+        };
+        let mut byte = [0; 1];
+        match nfs.read(fh, last, &mut byte) {
+            Ok(r) if r.count == 1 => {
+                if let Err(e) = n.store(ino, last, &byte) {
+                    tracing::debug!("telling the kernel the size of node {ino}: {e}");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!("reading the last byte of node {ino}: {e}"),
+        }
+    }
+
     /// The read and write sizes in use.
     pub(crate) fn io_sizes(&self) -> (u32, u32) {
         (self.io.rsize, self.io.wsize)
@@ -780,6 +800,14 @@ impl Core {
                     // Every open shares the file: reads end at its size,
                     // which another client may have changed.
                     f.set_server_size(sent_at, fresh.size);
+                }
+                if !keep && flags & libc::O_APPEND != 0 {
+                    // Without writeback cache the kernel appends at its own
+                    // size and does not revalidate it before a write (nor
+                    // does dropping its attributes above set it): an
+                    // append would land on another client's data. Linux's
+                    // NFS client revalidates the size before an append.
+                    self.grow_kernel_size(&nfs, ino, &fh, fresh.size);
                 }
             }
         }

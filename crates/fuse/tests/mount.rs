@@ -503,6 +503,32 @@ fn a_lookup_that_sees_a_grown_file_lets_held_opens_read_it() {
     drop(held);
 }
 
+/// An append through this mount after another client appended lands after
+/// the other client's data. The kernel (no writeback cache) appends at its
+/// own size, which it does not revalidate before a write: an open for
+/// appending once let it keep the size of the last `stat`, and the append
+/// overwrote the other client's.
+#[test]
+fn an_append_lands_after_another_clients_append() {
+    if skip("an_append_lands_after_another_clients_append") {
+        return;
+    }
+    let t = TestMount::new();
+    fs::write(t.m("log"), b"hello\n").unwrap();
+    assert_eq!(fs::metadata(t.m("log")).unwrap().len(), 6);
+    // Another client (here: the server's own directory) appends.
+    let mut other = OpenOptions::new().append(true).open(t.e("log")).unwrap();
+    other.write_all(b"OTHER\n").unwrap();
+    drop(other);
+    let mut f = OpenOptions::new().append(true).open(t.m("log")).unwrap();
+    f.write_all(b"world\n").unwrap();
+    drop(f);
+    assert_eq!(
+        String::from_utf8(fs::read(t.e("log")).unwrap()).unwrap(),
+        "hello\nOTHER\nworld\n"
+    );
+}
+
 #[test]
 fn unlinked_open_file_stays_readable() {
     if skip("unlinked_open_file_stays_readable") {
