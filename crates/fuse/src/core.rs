@@ -21,7 +21,7 @@ use crate::attr::{self, data_changed, decode_dev, to_fuse};
 use crate::cred::Credentials;
 use crate::data::OpenFile;
 use crate::flusher::{self, FlushQueue, FlusherHandle};
-use crate::inode::{InodeTable, OpenState};
+use crate::inode::{InodeTable, OpenState, Silly};
 use crate::options::MountOptions;
 
 /// An errno for a FUSE reply.
@@ -674,7 +674,11 @@ impl Core {
         self.dir_changed(dir, &wcc);
         let mut t = self.table();
         let open = t.get_mut(ino).and_then(|n| n.open.as_mut()).map(|open| {
-            open.silly = Some((*dir, silly));
+            open.silly = Some(Silly {
+                dir: *dir,
+                name: silly,
+                cred: nfs.credential().clone(),
+            });
             Arc::clone(&open.file)
         });
         t.expire(ino);
@@ -972,8 +976,9 @@ impl Core {
     }
 
     /// The release of open `handle`: when no open is left, the file is
-    /// closed (written back, committed) and a silly-renamed file removed.
-    pub(crate) fn release(&self, ino: u64, handle: u64, cred: Credential) -> OpResult<()> {
+    /// closed (written back, committed) and a silly-renamed file removed,
+    /// as the user who unlinked it.
+    pub(crate) fn release(&self, ino: u64, handle: u64) -> OpResult<()> {
         let (file, last) = {
             let mut t = self.table();
             let Some(open) = t.get_mut(ino).and_then(|n| n.open.as_mut()) else {
@@ -998,9 +1003,9 @@ impl Core {
         };
         if let Some(state) = state {
             let closed = state.file.close();
-            if let Some((dir, name)) = state.silly {
-                if let Err(e) = self.client(cred).remove(&dir, &name) {
-                    tracing::warn!("removing {:?}: {e}", String::from_utf8_lossy(&name));
+            if let Some(s) = state.silly {
+                if let Err(e) = self.client(s.cred).remove(&s.dir, &s.name) {
+                    tracing::warn!("removing {:?}: {e}", String::from_utf8_lossy(&s.name));
                 }
             }
             closed?;
@@ -1182,8 +1187,8 @@ impl Core {
             if let Err(e) = state.file.close() {
                 tracing::error!("writing back an open file at unmount failed: {e}");
             }
-            if let Some((dir, name)) = state.silly {
-                let _ = self.nfs.remove(&dir, &name);
+            if let Some(s) = state.silly {
+                let _ = self.client(s.cred).remove(&s.dir, &s.name);
             }
         }
         self.session.unmount();

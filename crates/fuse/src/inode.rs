@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rnfs_client::Credential;
 use rnfs_nfs3::{Fattr3, FileHandle};
 
 use crate::attr::CachedAttr;
@@ -31,8 +32,18 @@ pub(crate) struct OpenState {
     /// Opens not yet released.
     pub(crate) opens: u32,
     /// The name the file was renamed to when it was unlinked while open
-    /// (Linux's "silly rename"): `(directory, name)`, removed on last release.
-    pub(crate) silly: Option<(FileHandle, Vec<u8>)>,
+    /// (Linux's "silly rename"), removed on last release.
+    pub(crate) silly: Option<Silly>,
+}
+
+/// A silly-renamed name of an open file, to remove on its last release.
+#[derive(Debug)]
+pub(crate) struct Silly {
+    pub(crate) dir: FileHandle,
+    pub(crate) name: Vec<u8>,
+    /// Who unlinked it, and removes it: the kernel sends the release as
+    /// root, whom the server may squash to someone who may not.
+    pub(crate) cred: Credential,
 }
 
 /// One node the kernel knows.

@@ -559,6 +559,53 @@ fn unlinked_open_file_stays_readable() {
     }
 }
 
+/// A user's file unlinked while open goes with its last close though the
+/// server squashes root: the silly-renamed name is removed as the user who
+/// unlinked it. It was removed with the RELEASE request's credential, which
+/// the kernel sends as root, squashed to nobody: refused, the `.rnfs*` file
+/// stayed in the user's directory.
+#[test]
+fn a_silly_renamed_file_goes_as_its_unlinker_under_root_squash() {
+    if skip("a_silly_renamed_file_goes_as_its_unlinker_under_root_squash")
+        || !rustix::process::geteuid().is_root()
+    {
+        return;
+    }
+    let t = TestMount::with_squash("", rnfs_server::nfs::exports::Squash::Root);
+    let home = t.e("home");
+    fs::create_dir(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(4242), Some(4242)).unwrap();
+    fs::set_permissions(&home, fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c"])
+        .arg("cd \"$0\" && echo data > f && exec 3<f && rm f && cat <&3 && exec 3<&-")
+        .arg(t.m("home"))
+        .output();
+    let Ok(out) = out else {
+        println!("SKIP a_silly_renamed_file_goes_as_its_unlinker_under_root_squash: no setpriv");
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"data\n", "readable after its unlink");
+    // The release comes after close(2) returns.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<_> = fs::read_dir(&home).unwrap().collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn parallel_writers_and_stat() {
     if skip("parallel_writers_and_stat") {

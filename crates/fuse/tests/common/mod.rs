@@ -113,9 +113,18 @@ impl TestMount {
         options: &str,
         proxy: impl FnOnce(SocketAddr) -> SocketAddr,
     ) -> Self {
+        Self::build(options, Squash::None, proxy)
+    }
+
+    /// With `-o`-style `options`, the server squashing as `squash`.
+    pub(crate) fn with_squash(options: &str, squash: Squash) -> Self {
+        Self::build(options, squash, |server| server)
+    }
+
+    fn build(options: &str, squash: Squash, proxy: impl FnOnce(SocketAddr) -> SocketAddr) -> Self {
         let export_dir = tempfile::tempdir().unwrap();
         let mnt_dir = tempfile::tempdir().unwrap();
-        let (server, url) = start_server(export_dir.path());
+        let (server, url) = start_server_squashing(export_dir.path(), squash);
         let at = proxy(SocketAddr::from(([127, 0, 0, 1], url.nfs_port.unwrap())));
         let proxied = NfsUrl {
             nfs_port: Some(at.port()),
@@ -180,11 +189,16 @@ impl Drop for TestMount {
 /// An in-process rnfs server (4 threads, squash none, local backend) on
 /// loopback, exporting `dir` as `/export`.
 pub(crate) fn start_server(dir: &Path) -> (Server, NfsUrl) {
+    start_server_squashing(dir, Squash::None)
+}
+
+/// [`start_server`], squashing as `squash`.
+pub(crate) fn start_server_squashing(dir: &Path, squash: Squash) -> (Server, NfsUrl) {
     let mut c = ExportConfig::new(dir);
     c.mount_path = Some("/export".into());
     c.backend = BackendKind::Local;
     c.access = Access::Rw;
-    c.squash = Squash::None;
+    c.squash = squash;
     let exports = Arc::new(
         Exports::new(
             &[c],
