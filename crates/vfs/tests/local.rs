@@ -17,6 +17,7 @@ mod conformance;
 use std::collections::HashSet;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use conformance::{Caps, Fixture};
 use rnfs_vfs::local::{LocalFs, LocalOptions};
@@ -1288,6 +1289,70 @@ fn concurrent_writes_through_a_small_cache() {
             );
         }
     }
+}
+
+/// A program written through the backend can be run on the server once
+/// its descriptor has gone unused for `idle_writer_close`: the descriptor
+/// opened for writing is flushed and closed (while it is open, `execve`
+/// fails with ETXTBSY, and before this fix it stayed open for as long as
+/// the server lived). The next WRITE opens the file again, and no byte is
+/// lost.
+#[test]
+fn a_program_written_through_the_backend_runs_once_its_writer_is_idle() {
+    let program = std::fs::read("/bin/true").unwrap();
+    let dir = temp_dir();
+    let noexec = rustix::fs::statvfs(dir.path())
+        .unwrap()
+        .f_flag
+        .contains(rustix::fs::StatVfsMountFlags::NOEXEC);
+    if noexec {
+        eprintln!("skipped: the temporary directory is on a noexec mount");
+        return;
+    }
+    let options = LocalOptions {
+        idle_writer_close: Some(Duration::from_millis(200)),
+        ..LocalOptions::default()
+    };
+    let fs = LocalFs::open(dir.path(), options).unwrap();
+    let r = fs.root();
+    let fh = fs
+        .create(&root(), &r, b"true", &guarded(0o755))
+        .unwrap()
+        .handle;
+    for (i, chunk) in program.chunks(8192).enumerate() {
+        write(&fs, &fh, (i * 8192) as u64, chunk);
+    }
+    let verifier = fs.write_verifier();
+    let path = dir.path().join("true");
+    let busy = |e: &std::io::Error| e.raw_os_error() == Some(libc::ETXTBSY);
+    // The cached descriptor keeps the program from running for now.
+    let first = std::process::Command::new(&path).status();
+    assert!(first.as_ref().is_err_and(busy), "{first:?}");
+    // Within 1 to 2 s it is closed; other tests' forks may hold a copy
+    // for a moment, so look until a deadline well past that.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        match std::process::Command::new(&path).status() {
+            Err(e) if busy(&e) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => break other,
+        }
+    };
+    assert!(status.as_ref().is_ok_and(|s| s.success()), "{status:?}");
+    assert_eq!(descriptor_modes(&path), [], "the writer is still open");
+    assert_eq!(
+        fs.write_verifier(),
+        verifier,
+        "a good flush moved the verifier"
+    );
+    // Written again: a fresh descriptor, and the data is whole.
+    write(&fs, &fh, program.len() as u64, b"tail");
+    fs.commit(&root(), &fh, 0, 0).unwrap();
+    assert_eq!(descriptor_modes(&path), [libc::O_RDWR]);
+    let mut want = program.clone();
+    want.extend_from_slice(b"tail");
+    assert_eq!(std::fs::read(&path).unwrap(), want);
 }
 
 #[test]

@@ -70,6 +70,17 @@ impl<V, K: Eq> Shard<V, K> {
         }
     }
 
+    /// Removes slot `index`, whose table entry is already gone, moving the
+    /// last slot into its place. Returns its value.
+    fn take_slot(&mut self, index: usize) -> V {
+        let slot = self.slots.swap_remove(index);
+        let last = self.slots.len();
+        if let Some(moved_hash) = self.slots.get(index).map(|moved| moved.hash) {
+            self.repoint(moved_hash, last, Some(index));
+        }
+        slot.value
+    }
+
     /// `slot`, if it holds `key`: a [`SlotHint`] is believed only then.
     fn hinted_slot(&self, slot: Option<usize>, key: &K) -> Option<usize> {
         slot.filter(|&i| self.slots.get(i).is_some_and(|s| s.key == *key))
@@ -277,12 +288,31 @@ impl<V, K: Hash + Eq + Copy> ClockCache<V, K> {
         let slots = &shard.slots;
         let entry = shard.table.find_entry(hash, |&i| slots[i].key == *key);
         let (index, _) = entry.ok()?.remove();
-        let slot = shard.slots.swap_remove(index);
-        let last = shard.slots.len();
-        if let Some(moved_hash) = shard.slots.get(index).map(|moved| moved.hash) {
-            shard.repoint(moved_hash, last, Some(index));
+        Some(shard.take_slot(index))
+    }
+
+    /// Forgets every value `take` returns `true` for, and pushes it onto
+    /// `out`, for the caller to drop outside the locks. Visits every value:
+    /// O(values), for background work (the idle-writer sweep), never for a
+    /// call. Locks one shard at a time, for that shard's values only (at
+    /// most a sixteenth of the capacity); `take` runs under the lock and
+    /// must be quick. Marks nothing recently used.
+    pub(super) fn take_if(&self, mut take: impl FnMut(&V) -> bool, out: &mut Vec<V>) {
+        for index in 0..self.shards.len() {
+            let mut guard = self.lock_shard(index);
+            let shard = &mut *guard;
+            let mut i = 0;
+            while i < shard.slots.len() {
+                if take(&shard.slots[i].value) {
+                    let hash = shard.slots[i].hash;
+                    shard.repoint(hash, i, None);
+                    // The last slot moves into `i`: look at `i` again.
+                    out.push(shard.take_slot(i));
+                } else {
+                    i += 1;
+                }
+            }
         }
-        Some(slot.value)
     }
 
     /// How many values are cached.
@@ -774,6 +804,33 @@ mod tests {
                     assert_consistent(&cache);
                 }
             }
+            assert_consistent(&cache);
+        }
+    }
+
+    /// `take_if` takes exactly the values it is told to, from every
+    /// shard, and leaves the rest findable.
+    #[test]
+    fn take_if_takes_what_it_is_told_and_keeps_the_rest() {
+        for shards in [1, 3, SHARDS] {
+            let cache = ClockCache::with_shards(SHARDS * 100, shards);
+            for i in 0..500u32 {
+                let _ = cache.insert(key(i), i);
+            }
+            let mut taken = Vec::new();
+            cache.take_if(|v| v % 3 == 0, &mut taken);
+            taken.sort_unstable();
+            let want: Vec<_> = (0..500u32).step_by(3).collect();
+            assert_eq!(taken, want, "{shards} shards");
+            for i in 0..500u32 {
+                let expect = (i % 3 != 0).then_some(i);
+                assert_eq!(cache.get(&key(i)), expect, "{shards} shards");
+            }
+            assert_consistent(&cache);
+            taken.clear();
+            cache.take_if(|_| true, &mut taken);
+            assert_eq!(taken.len(), 500 - want.len());
+            assert_eq!(cache.len(), 0);
             assert_consistent(&cache);
         }
     }

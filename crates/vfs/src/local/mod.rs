@@ -70,7 +70,8 @@
 //! 16x16 (`bench/ab lookup 16x16 8 BEFORE AFTER`).
 //!
 //! # Open files and durability
-//! READ, WRITE and COMMIT use a bounded cache (1024 by default) of descriptors
+//! READ, WRITE and COMMIT use a bounded cache (16 Ki by default, at most half
+//! of `RLIMIT_NOFILE`) of descriptors
 //! opened for reading or writing, keyed by handle, so a stream of WRITEs costs one
 //! `pwrite` and two `fstat`s each, and a handle with a cached descriptor needs no
 //! resolution at all (GETATTR is one `fstat`). Descriptors are opened by
@@ -84,12 +85,38 @@
 //! Unstable writes are plain `pwrite`s; `DATA_SYNC`/`FILE_SYNC` writes use
 //! `pwritev2(RWF_DSYNC/RWF_SYNC)` (fallback: `fdatasync`/`fsync`); COMMIT is
 //! `fsync`, for a caller who may write the file, checked as for WRITE (knfsd's
-//! `nfsd_commit` asks for write permission too). Closing a cached descriptor loses nothing: dirty pages belong to the
-//! inode, and a write-back error nobody has seen yet is reported to the next
-//! `fsync` on any descriptor of the file (Linux >= 4.13). When an `fsync` does
-//! report an error, the write verifier changes, so clients resend every unstable
-//! write since their last COMMIT, as knfsd does. The verifier is random at each
+//! `nfsd_commit` asks for write permission too). When an `fsync` reports an
+//! error, the write verifier changes, so clients resend every unstable write
+//! since their last COMMIT, as knfsd does. The verifier is random at each
 //! [`LocalFs::open`].
+//!
+//! **How long descriptors stay.** One open for reading only stays until the
+//! cache evicts it (CLOCK, under pressure) or its file loses its last link.
+//! One open for *writing* is closed once no call has used it for
+//! [`LocalOptions::idle_writer_close`] (default 2 s, as knfsd's file cache;
+//! closed 2 to 3 s after its last use): while it is open, the file cannot be
+//! run on the server (`execve` fails with `ETXTBSY`), nor leased
+//! (`F_SETLEASE`), nor used for swap, and without this it would stay open as
+//! long as the server lives. Before closing it, the sweeper flushes it
+//! (`fdatasync`), and if that reports an error it changes the write verifier
+//! exactly as a failed COMMIT does: a write-back error belongs to the inode,
+//! and an inode no descriptor holds may leave the kernel's inode cache with
+//! its error before a later `fsync` on a new descriptor could report it (as
+//! knfsd's `nfsd_file_free`). A descriptor some call holds is never closed
+//! under it; the sweeper looks again a second later. A writable descriptor
+//! the cache *evicts* (a full cache) is closed without that flush: an
+//! evicted descriptor may still be in use by a call, and the eviction
+//! happens on a call's path. Its dirty pages stay with the inode, which they
+//! pin until written back, and a write-back error not yet seen is reported
+//! to the next `fsync` of the file on any descriptor (Linux >= 4.13), which
+//! the client's COMMIT makes. The window this leaves (the pages written back,
+//! with an error, and the inode dropped before the COMMIT) is the one knfsd
+//! closes with its flush; here only eviction under pressure leaves it open.
+//! The sweep (`idle_writers.rs`) is one background thread for the process,
+//! however many exports: once a second it scans every export's cache,
+//! O(cached descriptors), one cache shard locked at a time, and flushes and
+//! closes with no lock held. A call pays only a load and, at most once a
+//! second per descriptor, a store of its *last used* tick.
 //!
 //! REMOVE, RMDIR and RENAME drop the object whose last link they removed from
 //! the caches, so its space is freed at once; a file deleted by another process
@@ -204,6 +231,7 @@ mod dirchunks;
 mod dirstreams;
 mod group_sync;
 mod handle;
+mod idle_writers;
 mod ops;
 mod readdir;
 mod sys;
@@ -213,8 +241,9 @@ use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustix::fs::{self as rfs, AtFlags, FileType as RawType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
@@ -264,6 +293,14 @@ pub struct LocalOptions {
     /// a change the kernel does not report can leave them. 0 stats every
     /// entry and keeps no `getdents` results either.
     pub attr_max_age: u32,
+    /// How long a cached descriptor opened for writing may go unused before
+    /// it is flushed (`fdatasync`) and closed, so that the file can be run
+    /// on the server (no `ETXTBSY`) and leased. A background sweep, once a
+    /// second, closes it between `ceil(idle)` and `ceil(idle) + 1` seconds
+    /// after its last use. Default 2 s, as knfsd's file cache. `None` keeps
+    /// such descriptors until the cache evicts them. See *Open files and
+    /// durability* in the module docs.
+    pub idle_writer_close: Option<Duration>,
 }
 
 /// How many directories' sizes `LocalFs::dir_sizes` keeps (16 bytes each).
@@ -279,6 +316,7 @@ impl Default for LocalOptions {
             dir_streams: 256,
             inode_handles: 2 << 20,
             attr_max_age: 10,
+            idle_writer_close: Some(Duration::from_secs(2)),
         }
     }
 }
@@ -362,8 +400,9 @@ pub struct LocalFs {
     /// opened, so a hot handle resolves with no system call. Unprivileged: the
     /// only way to resolve (filled by lookup, create and readdirplus).
     paths: ClockCache<Arc<OwnedFd>>,
-    /// Descriptors opened for reading or writing, by handle.
-    open_files: ClockCache<Arc<OpenFile>>,
+    /// Descriptors opened for reading or writing, by handle. Shared with
+    /// the idle-writer sweeper (`idle_writers.rs`), which holds it weakly.
+    open_files: Arc<ClockCache<Arc<OpenFile>>>,
     /// Directory listings left part way, by handle and resume cookie.
     dir_streams: ClockCache<DirStream, StreamKey>,
     /// READDIRPLUS: each listed inode's handle with the `ctime` it had then
@@ -394,8 +433,9 @@ pub struct LocalFs {
     /// Cleared the first time `preadv2` refuses `RWF_NOWAIT` (`read_cached`
     /// then never answers).
     has_rwf_nowait: AtomicBool,
-    /// The write verifier; bumped when an `fsync` reports an error.
-    verifier: AtomicU64,
+    /// The write verifier; bumped when an `fsync` reports an error (also
+    /// the idle-writer sweeper's, hence shared).
+    verifier: Arc<AtomicU64>,
     info: FsInfo,
 }
 
@@ -409,6 +449,40 @@ struct OpenFile {
     readable: bool,
     /// COMMITs of this file share `fsync`s.
     sync: group_sync::GroupSync,
+    /// The tick (`idle_writers::now`) in which a call last used it; only
+    /// kept for a writable descriptor, which the idle-writer sweeper closes
+    /// once it has gone unused long enough.
+    last_used: AtomicU32,
+}
+
+impl OpenFile {
+    fn new(fd: OwnedFd, readable: bool, writable: bool) -> Self {
+        Self {
+            fd,
+            writable,
+            readable,
+            sync: group_sync::GroupSync::default(),
+            last_used: AtomicU32::new(idle_writers::now()),
+        }
+    }
+
+    /// A call uses this descriptor: keeps a writable one from the
+    /// idle-writer sweeper for a while. Two loads, and a store only when
+    /// the tick moved since the last use (once a second at most), so calls
+    /// on a hot file do not all write the same cache line. `Relaxed`: the
+    /// stamp orders no other memory and only says roughly when the last use
+    /// was; whether a call holds the descriptor *now* the sweeper learns
+    /// from the `Arc`'s count, under the cache's lock. A stamp seen late
+    /// closes a descriptor a tick early (its data flushed; the next call
+    /// opens it again) or a tick late.
+    fn touch(&self) {
+        if self.writable {
+            let now = idle_writers::now();
+            if self.last_used.load(Ordering::Relaxed) != now {
+                self.last_used.store(now, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// A resolved handle: a descriptor (`O_PATH` or better) and its attributes.
@@ -447,6 +521,25 @@ fn check_regular(stat: &Stat) -> FsResult<()> {
         RawType::RegularFile => Ok(()),
         RawType::Directory => Err(FsError::IsDir),
         _ => Err(FsError::Inval),
+    }
+}
+
+/// Some previously acknowledged unstable write may be lost: make clients
+/// resend. Only uniqueness matters, and the start value is random.
+/// `Relaxed`: the verifier orders no other memory; a reply carries
+/// whichever value its load sees, and the failed call itself reports the
+/// error.
+fn rotate_verifier(verifier: &AtomicU64) {
+    verifier.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A write or sync failed: data acknowledged as unstable may be lost, so the
+/// verifier changes (knfsd's `commit_reset_write_verifier`), except for
+/// errors that say nothing about the data. WRITE, COMMIT and the idle-writer
+/// sweeper's flush before closing all come here.
+fn write_failed(verifier: &AtomicU64, e: Errno) {
+    if !matches!(e, Errno::AGAIN | Errno::INTR | Errno::STALE) {
+        rotate_verifier(verifier);
     }
 }
 
@@ -574,6 +667,18 @@ impl LocalFs {
             no_trunc: true,
         };
         let root_dev = root_stat.st_dev;
+        let read_only =
+            options.read_only || statvfs.f_flag.contains(rfs::StatVfsMountFlags::RDONLY);
+        let open_files = Arc::new(ClockCache::new(options.open_files.min(if privileged {
+            fd_limit / 2
+        } else {
+            fd_limit / 4
+        })));
+        let verifier = Arc::new(AtomicU64::new(u64::from_ne_bytes(verifier)));
+        // A read-only export never opens a file for writing.
+        if let Some(idle) = options.idle_writer_close.filter(|_| !read_only) {
+            idle_writers::register(&open_files, &verifier, idle);
+        }
         Ok(Self {
             path: owned(),
             root_handle,
@@ -581,14 +686,10 @@ impl LocalFs {
             root_ino: root_stat.st_ino,
             root_mount_id: kernel.mount_id,
             fsid: options.fsid.unwrap_or(root_dev),
-            read_only: options.read_only || statvfs.f_flag.contains(rfs::StatVfsMountFlags::RDONLY),
+            read_only,
             privileged,
             paths,
-            open_files: ClockCache::new(options.open_files.min(if privileged {
-                fd_limit / 2
-            } else {
-                fd_limit / 4
-            })),
+            open_files,
             dir_streams: ClockCache::new(options.dir_streams.min(fd_limit / 16)),
             inode_handles: ClockCache::new(options.inode_handles),
             dir_sizes: ClockCache::new(DIR_SIZES),
@@ -607,7 +708,7 @@ impl LocalFs {
             has_faccessat2: AtomicBool::new(true),
             has_rwf_sync: AtomicBool::new(true),
             has_rwf_nowait: AtomicBool::new(true),
-            verifier: AtomicU64::new(u64::from_ne_bytes(verifier)),
+            verifier,
             info,
         })
     }
@@ -634,12 +735,6 @@ impl LocalFs {
         } else {
             Ok(())
         }
-    }
-
-    /// Some previously acknowledged unstable write may be lost: make clients
-    /// resend. Only uniqueness matters, and the start value is random.
-    fn rotate_verifier(&self) {
-        self.verifier.fetch_add(1, Ordering::Relaxed);
     }
 
     fn is_root(&self, stat: &Stat) -> bool {
@@ -894,6 +989,7 @@ impl LocalFs {
                 }
                 let want = if write { libc::W_OK } else { libc::R_OK };
                 self.may(cred, file.fd.as_fd(), &stat, want)?;
+                file.touch();
                 return Ok((file, stat));
             }
         }
@@ -950,12 +1046,7 @@ impl LocalFs {
             }
             Err(e) => return Err(errno(e)),
         };
-        let file = Arc::new(OpenFile {
-            fd,
-            writable,
-            readable,
-            sync: group_sync::GroupSync::default(),
-        });
+        let file = Arc::new(OpenFile::new(fd, readable, writable));
         // A descriptor never displaces one that can do more (two threads that
         // missed at once): read and write, then write, then read.
         let rank = |f: &OpenFile| u8::from(f.writable) * 2 + u8::from(f.readable);
@@ -1078,5 +1169,99 @@ mod tests {
             Err(FsError::Access)
         );
         assert_eq!(fs.may(&root, fd, &stat, libc::W_OK), Ok(()));
+    }
+
+    /// The idle-writer sweep takes only writable descriptors that are idle
+    /// and held by no call, flushes them without touching the verifier,
+    /// and leaves the file to be opened again by the next WRITE.
+    #[test]
+    fn the_sweep_closes_only_idle_unheld_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        // No background sweeper for this backend: the test sweeps.
+        let options = LocalOptions {
+            idle_writer_close: None,
+            ..LocalOptions::default()
+        };
+        let fs = LocalFs::open(dir.path(), options).unwrap();
+        let root = Cred::root();
+        let created = fs
+            .create(
+                &root,
+                &fs.root(),
+                b"f",
+                &CreateHow::Guarded(SetAttr::default()),
+            )
+            .unwrap();
+        let fh = created.handle;
+        fs.write(&root, &fh, 0, b"abc", Stability::Unstable)
+            .unwrap();
+        let verifier = fs.write_verifier();
+        let sweep = |idle_ticks| {
+            let mut taken = Vec::new();
+            idle_writers::sweep(&fs.open_files, &fs.verifier, idle_ticks, &mut taken);
+            assert!(taken.is_empty());
+            fs.open_files.contains(&fh)
+        };
+
+        // Used just now (and held by no call): a long idle time keeps it.
+        let file = fs.open_files.get(&fh).unwrap();
+        assert!(file.writable);
+        file.last_used.store(idle_writers::now(), Ordering::Relaxed);
+        drop(file);
+        assert!(sweep(1000), "closed though just used");
+        // Idle, but a call holds it.
+        let file = fs.open_files.get(&fh).unwrap();
+        file.last_used
+            .store(idle_writers::now().wrapping_sub(1000), Ordering::Relaxed);
+        assert!(sweep(1000), "closed while a call held it");
+        drop(file);
+        assert!(!sweep(1000), "an idle writer stayed open");
+        assert_eq!(
+            fs.write_verifier(),
+            verifier,
+            "a good flush moved the verifier"
+        );
+
+        // A read-only descriptor stays, however idle.
+        let (file, _) = fs.open_file(&root, &fh, false, None).unwrap();
+        assert!(!file.writable);
+        drop(file);
+        assert!(sweep(0), "a read-only descriptor was closed");
+        // The next WRITE opens the file again.
+        fs.write(&root, &fh, 3, b"def", Stability::Unstable)
+            .unwrap();
+        assert!(fs.open_files.get(&fh).unwrap().writable);
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"abcdef");
+    }
+
+    /// A flush that fails before the close moves the write verifier, as a
+    /// failed COMMIT does (`write_failed`). `fdatasync` of a socket fails
+    /// (EINVAL), which stands in for a write-back error here.
+    #[test]
+    fn a_failed_flush_before_closing_moves_the_verifier() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = LocalOptions {
+            idle_writer_close: None,
+            ..LocalOptions::default()
+        };
+        let fs = LocalFs::open(dir.path(), options).unwrap();
+        let verifier = fs.write_verifier();
+        let (socket, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let fh = BackendHandle::new(b"a socket").unwrap();
+        let file = Arc::new(OpenFile::new(OwnedFd::from(socket), false, true));
+        drop(fs.open_files.insert(fh, file));
+        let mut taken = Vec::new();
+        idle_writers::sweep(&fs.open_files, &fs.verifier, 0, &mut taken);
+        assert!(!fs.open_files.contains(&fh));
+        assert_ne!(fs.write_verifier(), verifier);
+    }
+
+    #[test]
+    fn idle_times_in_ticks() {
+        assert_eq!(idle_writers::TICK, Duration::from_secs(1));
+        assert_eq!(idle_writers::idle_ticks(Duration::ZERO), 1);
+        assert_eq!(idle_writers::idle_ticks(Duration::from_millis(200)), 2);
+        assert_eq!(idle_writers::idle_ticks(Duration::from_secs(2)), 3);
+        assert_eq!(idle_writers::idle_ticks(Duration::MAX), u32::MAX);
     }
 }

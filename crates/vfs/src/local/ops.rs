@@ -207,12 +207,7 @@ impl LocalFs {
             let path_fd = self.reopen(fd.as_fd(), OFlags::PATH).map_err(errno)?;
             self.remember(fh, Arc::new(path_fd));
         }
-        let file = Arc::new(OpenFile {
-            fd,
-            writable: true,
-            readable: true,
-            sync: super::group_sync::GroupSync::default(),
-        });
+        let file = Arc::new(OpenFile::new(fd, true, true));
         drop(self.open_files.insert(fh, file));
         Ok((fh, attr))
     }
@@ -439,6 +434,7 @@ impl LocalFs {
                 return Err(FsError::Stale);
             }
             self.may(cred, file.fd.as_fd(), &stat, libc::W_OK)?;
+            file.touch();
             return Ok((file, stat));
         }
         self.open_file(cred, fh, true, None)
@@ -561,13 +557,9 @@ impl LocalFs {
         granted
     }
 
-    /// A write or sync failed: data acknowledged as unstable may be lost, so the
-    /// verifier changes (knfsd's `commit_reset_write_verifier`), except for
-    /// errors that say nothing about the data.
+    /// A write or sync failed: see [`super::write_failed`].
     fn write_failed(&self, e: Errno) {
-        if !matches!(e, Errno::AGAIN | Errno::INTR | Errno::STALE) {
-            self.rotate_verifier();
-        }
+        super::write_failed(&self.verifier, e);
     }
 }
 
