@@ -2,8 +2,9 @@
 //! going idle loses no wake-up, at most one thread waking (and, with a
 //! bound of 2, a second one only for a queued task), a woken thread
 //! always has work (direct hand-off), the busy flag admits one reader, a
-//! shrink request has exactly one victim and passes the work on, and
-//! shutdown wakes everyone.
+//! shrink request has exactly one victim and passes the work on, an idle
+//! timeout racing a shrink leaves the pool its minimum, and shutdown wakes
+//! everyone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -227,7 +228,8 @@ fn shrink_has_one_victim_and_hands_work_on() {
         let workers: Vec<_> = (0..2)
             .map(|_| worker(Arc::clone(&pool), Arc::clone(&done)))
             .collect();
-        pool.ctl.victims.fetch_add(1, crate::sync::Ordering::AcqRel);
+        // threads 1: one victim request.
+        assert_eq!(pool.ctl.resize(1, 1).victims_added, 1);
         pool.wake_for_control();
         produce(&pool, &Arc::new(Task::new(1, 0)));
         done.wait_for(1);
@@ -236,7 +238,45 @@ fn shrink_has_one_victim_and_hands_work_on() {
         // The request may still be outstanding if shutdown came first, but
         // it is never won twice.
         let victims = reasons.iter().filter(|r| **r == ExitReason::Victim).count();
-        let outstanding = pool.ctl.victims.load(crate::sync::Ordering::SeqCst);
+        let outstanding = pool.ctl.counts().victims();
         assert_eq!(victims + outstanding, 1, "{reasons:?}");
+    });
+}
+
+/// `--min-threads 1 --max-threads 2`, two idle threads, then `threads 1`
+/// while either thread's idle timeout may fire at any point (loom fires it
+/// when the thread parks without a wake-up token, so every order of the
+/// timeout, the shrink request and the victim's wake-up is explored). The
+/// retirement and the victim request must not both exit: at least one
+/// thread stays, and a task queued afterwards runs (if none stayed, the
+/// main thread waits for ever and loom reports the deadlock).
+#[test]
+fn idle_timeout_racing_a_shrink_keeps_the_minimum() {
+    loom::model(|| {
+        let pool = pool(2, 1, 1);
+        pool.ctl
+            .loom_timeouts
+            .store(1, crate::sync::Ordering::Relaxed);
+        let done = Arc::new(Done::default());
+        let workers: Vec<_> = (0..2)
+            .map(|_| worker(Arc::clone(&pool), Arc::clone(&done)))
+            .collect();
+        if pool.ctl.resize(1, 1).victims_added > 0 {
+            pool.wake_for_control();
+        }
+        produce(&pool, &Arc::new(Task::new(1, 0)));
+        done.wait_for(1);
+        let counts = pool.ctl.counts();
+        assert!(counts.effective() >= 1, "{counts:?}");
+        shutdown(&pool);
+        let reasons: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        let stayed = reasons
+            .iter()
+            .filter(|r| **r == ExitReason::Shutdown)
+            .count();
+        // Threads exiting on shutdown stay counted; the others were uncounted.
+        let left = pool.ctl.counts();
+        assert_eq!(left.nthreads(), stayed, "{reasons:?} {left:?}");
+        assert!(stayed >= 1, "{reasons:?} {left:?}");
     });
 }

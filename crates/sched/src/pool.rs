@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::policy::{ListWalk, WakeAll, WakeOne};
 use crate::stats::{PoolCounters, PoolStats, Retired, WorkerStats};
-use crate::sync::{self, AtomicBool, AtomicPtr, AtomicUsize, Mutex, Ordering, Parker};
+use crate::sync::{self, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering, Parker};
 use crate::task::Task;
 use crate::Policy;
 
@@ -101,22 +101,108 @@ pub(crate) struct Synced<T> {
     pub(crate) idle: crate::idle::IdleStack,
 }
 
+/// A pool's thread counts, packed in one word so that they are read and
+/// changed together: live threads (`nthreads`), outstanding shrink requests
+/// (`victims`) and whether a growth spawn is in progress (`starting`).
+///
+/// `nthreads - victims` is the count the pool will have once every request
+/// is won (the *effective* count). Every change keeps it within the limits
+/// it was checked against: a shrink request and the thread that wins it
+/// leave it unchanged, a retirement needs it above the minimum. Read
+/// separately, the fields could be seen between two steps of one change (a
+/// victim counted as gone and as still live at once).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counts(u64);
+
+const FIELD_BITS: u32 = 21;
+const FIELD_MASK: u64 = (1 << FIELD_BITS) - 1;
+const VICTIMS_SHIFT: u32 = FIELD_BITS;
+const STARTING_BIT: u64 = 1 << (2 * FIELD_BITS);
+
+impl Counts {
+    /// One thread, in the `nthreads` field (for `fetch_add`/`fetch_sub`).
+    const ONE_THREAD: u64 = 1;
+
+    fn new(nthreads: usize, victims: usize, starting: bool) -> Counts {
+        // Per-pool counts are at most MAX_THREADS (65,536) plus one growth
+        // spawn: far below the field width.
+        let field = |n: usize| u64::try_from(n).unwrap_or(FIELD_MASK).min(FIELD_MASK);
+        debug_assert!(nthreads as u64 <= FIELD_MASK && victims as u64 <= FIELD_MASK);
+        Counts(
+            field(nthreads)
+                | field(victims) << VICTIMS_SHIFT
+                | if starting { STARTING_BIT } else { 0 },
+        )
+    }
+
+    /// Live threads, counting a growth spawn in progress and threads that
+    /// will win the outstanding victim requests.
+    pub(crate) fn nthreads(self) -> usize {
+        (self.0 & FIELD_MASK) as usize
+    }
+
+    /// Outstanding shrink requests.
+    pub(crate) fn victims(self) -> usize {
+        ((self.0 >> VICTIMS_SHIFT) & FIELD_MASK) as usize
+    }
+
+    /// A growth spawn is reserved and its thread not yet running.
+    pub(crate) fn starting(self) -> bool {
+        self.0 & STARTING_BIT != 0
+    }
+
+    /// Threads once every victim request is won.
+    pub(crate) fn effective(self) -> usize {
+        self.nthreads().saturating_sub(self.victims())
+    }
+
+    /// Threads running now that will not leave on a victim request: what may
+    /// still exit without help (a growth spawn may yet fail).
+    fn running(self) -> usize {
+        self.nthreads() - usize::from(self.starting())
+    }
+
+    fn with(self, nthreads: usize, victims: usize) -> Counts {
+        Counts::new(nthreads, victims, self.starting())
+    }
+}
+
+impl std::fmt::Debug for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counts")
+            .field("nthreads", &self.nthreads())
+            .field("victims", &self.victims())
+            .field("starting", &self.starting())
+            .finish()
+    }
+}
+
+/// What [`PoolCtl::resize`] asks of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Resize {
+    /// Threads to spawn, already counted in `nthreads`.
+    pub(crate) spawn: usize,
+    /// Victim requests added: wake a thread to see them.
+    pub(crate) victims_added: usize,
+}
+
 /// Control words every policy consults.
 #[derive(Debug)]
 pub(crate) struct PoolCtl {
-    /// Live threads, not counting those that won a victim request or
-    /// retired. Changed by resizes, growth and exits.
-    pub(crate) nthreads: AtomicUsize,
-    /// Outstanding shrink requests; each is won by exactly one thread (CAS).
-    pub(crate) victims: AtomicUsize,
-    /// A growth spawn is in progress (Linux `SP_TASK_STARTING`): grow one
-    /// thread at a time.
-    pub(crate) starting: AtomicBool,
+    /// Packed [`Counts`]. Every change is one RMW on the whole word, so the
+    /// counts are never seen half-changed; see each method for its ordering.
+    counts: AtomicU64,
     pub(crate) min: AtomicUsize,
     pub(crate) max: AtomicUsize,
     /// Set once, at shutdown.
     pub(crate) shutdown: AtomicBool,
     pub(crate) idle_timeout: Duration,
+    /// loom only: how many more idle timeouts the model may let fire (each
+    /// one fires at once when the thread parks without a wake-up token, so
+    /// loom explores it against every other step). 0 outside the models
+    /// that set it.
+    #[cfg(loom)]
+    pub(crate) loom_timeouts: AtomicUsize,
 }
 
 /// Why a thread leaves its loop.
@@ -137,88 +223,195 @@ pub(crate) enum Next<T> {
 impl PoolCtl {
     pub(crate) fn new(nthreads: usize, min: usize, max: usize, idle_timeout: Duration) -> Self {
         PoolCtl {
-            nthreads: AtomicUsize::new(nthreads),
-            victims: AtomicUsize::new(0),
-            starting: AtomicBool::new(false),
+            counts: AtomicU64::new(Counts::new(nthreads, 0, false).0),
             min: AtomicUsize::new(min),
             max: AtomicUsize::new(max),
             shutdown: AtomicBool::new(false),
             idle_timeout,
+            #[cfg(loom)]
+            loom_timeouts: AtomicUsize::new(0),
         }
+    }
+
+    /// The counts now (a snapshot: they may change at once).
+    pub(crate) fn counts(&self) -> Counts {
+        // Acquire: pairs with the AcqRel RMWs below, so a caller that acts
+        // on the snapshot sees what the changer wrote before it.
+        Counts(self.counts.load(Ordering::Acquire))
+    }
+
+    /// Changes the counts with `f` (given them and the limits), unless `f`
+    /// declines; returns the counts before a change, or the last ones seen.
+    fn update(
+        &self,
+        mut f: impl FnMut(Counts, usize, usize) -> Option<Counts>,
+    ) -> Result<Counts, Counts> {
+        // AcqRel on success: the word is the one place the counts live, so
+        // each change acquires the changes before it and releases its own.
+        // Acquire on the loads: the same, for a change that is refused.
+        self.counts
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                let c = Counts(c);
+                let min = self.min.load(Ordering::Acquire);
+                let max = self.max.load(Ordering::Acquire);
+                f(c, min, max).map(|n| n.0)
+            })
+            .map(Counts)
+            .map_err(Counts)
     }
 
     /// Whether a thread must come and look: shutdown or a shrink request.
     /// (Pending tasks are checked by the policy.)
     pub(crate) fn control_pending(&self) -> bool {
-        self.shutdown.load(Ordering::SeqCst) || self.victims.load(Ordering::SeqCst) > 0
+        // SeqCst: read after a fence of pair 1 (going idle), whose other side
+        // is `resize` adding victims then `wake_for_control` fencing.
+        self.shutdown.load(Ordering::SeqCst)
+            || Counts(self.counts.load(Ordering::SeqCst)).victims() > 0
     }
 
     /// Returns the reason the calling thread must exit, claiming a victim
     /// request if one is outstanding.
+    ///
+    /// A request is won only while the threads running without it stay at
+    /// or above the minimum; otherwise it is dropped (it was made for a
+    /// thread that is gone: one retired or a growth spawn that failed), so
+    /// shrink requests and retirements together never leave a pool below its
+    /// minimum.
     pub(crate) fn claim_exit(&self, counters: &PoolCounters) -> Option<ExitReason> {
         if self.shutdown.load(Ordering::Acquire) {
             return Some(ExitReason::Shutdown);
         }
-        let mut v = self.victims.load(Ordering::Acquire);
-        while v > 0 {
-            // AcqRel: exactly one thread wins each request.
-            match self
-                .victims
-                .compare_exchange_weak(v, v - 1, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    self.nthreads.fetch_sub(1, Ordering::AcqRel);
-                    counters.victims.fetch_add(1, Ordering::Relaxed);
-                    return Some(ExitReason::Victim);
-                }
-                Err(actual) => v = actual,
+        // The common case, no request, is one load.
+        if self.counts().victims() == 0 {
+            return None;
+        }
+        // Set by the closure's last run, the one whose RMW took effect.
+        let mut exit = false;
+        let won = self.update(|c, min, _| {
+            let v = c.victims();
+            if v == 0 {
+                return None;
             }
+            // `running() - 1` threads remain if this one exits.
+            exit = c.running() > min;
+            Some(c.with(c.nthreads() - usize::from(exit), v - 1))
+        });
+        if won.is_ok() && exit {
+            counters.victims.fetch_add(1, Ordering::Relaxed);
+            return Some(ExitReason::Victim);
         }
         None
     }
 
     /// The idle timeout if this thread could retire now.
     pub(crate) fn retire_timeout(&self) -> Option<Duration> {
-        if cfg!(loom) {
-            return None;
-        }
-        let above_min = self.nthreads.load(Ordering::Relaxed) > self.min.load(Ordering::Relaxed);
+        // Relaxed: a hint; `reserve_retirement` decides.
+        let c = Counts(self.counts.load(Ordering::Relaxed));
+        let above_min = c.effective() > self.min.load(Ordering::Relaxed);
+        #[cfg(loom)]
+        let above_min = above_min
+            && self
+                .loom_timeouts
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok();
         above_min.then_some(self.idle_timeout)
     }
 
-    /// Reserves one retirement: `nthreads -= 1` if that keeps it >= min.
+    /// Reserves one retirement: `nthreads -= 1` if the effective count (the
+    /// threads left once the outstanding victims exit) stays >= min.
     pub(crate) fn reserve_retirement(&self) -> bool {
-        let min = self.min.load(Ordering::Acquire);
-        self.nthreads
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n > min).then(|| n - 1)
-            })
-            .is_ok()
+        self.update(|c, min, _| {
+            (c.effective() > min && c.running() > min)
+                .then(|| c.with(c.nthreads() - 1, c.victims()))
+        })
+        .is_ok()
     }
 
     pub(crate) fn cancel_retirement(&self) {
-        self.nthreads.fetch_add(1, Ordering::AcqRel);
+        // AcqRel: as in `update`.
+        self.counts.fetch_add(Counts::ONE_THREAD, Ordering::AcqRel);
     }
 
     /// Reserves one growth spawn: one at a time, never above max.
     pub(crate) fn reserve_growth(&self) -> bool {
-        if self.shutdown.load(Ordering::Acquire)
-            || self.nthreads.load(Ordering::Acquire) >= self.max.load(Ordering::Acquire)
-            || self.starting.swap(true, Ordering::AcqRel)
-        {
+        if self.shutdown.load(Ordering::Acquire) {
             return false;
         }
-        let max = self.max.load(Ordering::Acquire);
-        let grew = self
-            .nthreads
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .is_ok();
-        if !grew {
-            self.starting.store(false, Ordering::Release);
+        // Cheap look first: most dispatches find a spawn in progress or the
+        // pool at its maximum, and write nothing.
+        let c = self.counts();
+        if c.starting() || c.nthreads() >= self.max.load(Ordering::Acquire) {
+            return false;
         }
-        grew
+        self.update(|c, _, max| {
+            (!c.starting() && c.nthreads() < max)
+                .then(|| Counts::new(c.nthreads() + 1, c.victims(), true))
+        })
+        .is_ok()
+    }
+
+    /// The growth thread runs: the next growth may start.
+    pub(crate) fn finish_growth(&self) {
+        // AcqRel: as in `update`; the next grower sees this thread registered.
+        self.counts.fetch_and(!STARTING_BIT, Ordering::AcqRel);
+    }
+
+    /// The growth spawn failed: uncount its thread. A victim request made
+    /// while it was counted is dropped with it (the thread it asked for is
+    /// the one that never started).
+    pub(crate) fn cancel_growth(&self) {
+        let _ = self.update(|c, _, _| {
+            Some(Counts::new(
+                c.nthreads().saturating_sub(1),
+                c.victims().saturating_sub(1),
+                false,
+            ))
+        });
+    }
+
+    /// `n` threads counted by `resize` will not be spawned: uncount them.
+    pub(crate) fn cancel_spawn(&self, n: usize) {
+        // AcqRel: as in `update`. (`resize` leaves no victims when it grows,
+        // so these are plain threads.)
+        let n = u64::try_from(n).unwrap_or(FIELD_MASK) * Counts::ONE_THREAD;
+        self.counts.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// Sets the limits and moves the effective count into them: withdraws
+    /// shrink requests and counts new threads (returned in `spawn`, for the
+    /// caller to start), or adds shrink requests (`victims_added`, for the
+    /// caller to wake a thread). A pool short of its minimum, however it got
+    /// there, is grown back. Callers are serialised (the admin lock).
+    pub(crate) fn resize(&self, min: usize, max: usize) -> Resize {
+        // Release: a thread that acquires the counts word after the update
+        // below sees these limits.
+        self.min.store(min, Ordering::Release);
+        self.max.store(max, Ordering::Release);
+        let mut plan = Resize {
+            spawn: 0,
+            victims_added: 0,
+        };
+        // One RMW reads the counts and changes them together: a victim won
+        // meanwhile fails the RMW, which then re-reads both.
+        let _ = self.update(|c, _, _| {
+            let (n, v) = (c.nthreads(), c.victims());
+            let effective = c.effective();
+            let target = effective.clamp(min, max);
+            let (n, v, spawn, added) = if target > effective {
+                let need = target - effective;
+                let withdrawn = need.min(v);
+                (n + need - withdrawn, v - withdrawn, need - withdrawn, 0)
+            } else {
+                let added = effective - target;
+                (n, v + added, 0, added)
+            };
+            plan = Resize {
+                spawn,
+                victims_added: added,
+            };
+            Some(c.with(n, v))
+        });
+        plan
     }
 }
 
@@ -420,5 +613,108 @@ impl<T> Synced<T> {
     /// The slot registered under `id`.
     pub(crate) fn slot(&self, id: u32) -> Option<Arc<WorkerSlot<T>>> {
         self.slots.get(id as usize).and_then(Clone::clone)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn fields(c: Counts) -> (usize, usize, bool) {
+        (c.nthreads(), c.victims(), c.starting())
+    }
+
+    fn ctl(nthreads: usize, min: usize, max: usize) -> PoolCtl {
+        PoolCtl::new(nthreads, min, max, Duration::from_secs(1))
+    }
+
+    /// `--min-threads 1 --max-threads 2`, two idle threads, `threads 1`; then
+    /// one thread's idle timeout fires before the victim wakes. The reviewer's
+    /// hang: both exited and the pool had no thread left.
+    #[test]
+    fn an_idle_timeout_during_a_shrink_takes_no_second_thread() {
+        let ctl = ctl(2, 1, 2);
+        let counters = PoolCounters::default();
+        let plan = ctl.resize(1, 1);
+        assert_eq!(
+            plan,
+            Resize {
+                spawn: 0,
+                victims_added: 1
+            }
+        );
+        // The timed-out thread may not retire: the victim is the one exit the
+        // pool can afford.
+        assert_eq!(ctl.retire_timeout(), None);
+        assert!(!ctl.reserve_retirement(), "{:?}", ctl.counts());
+        assert_eq!(ctl.claim_exit(&counters), Some(ExitReason::Victim));
+        assert_eq!(ctl.claim_exit(&counters), None);
+        assert_eq!(fields(ctl.counts()), (1, 0, false));
+        assert!(!ctl.reserve_retirement());
+    }
+
+    /// Retirement above the minimum still works, and leaves the victims
+    /// their threads.
+    #[test]
+    fn retirement_counts_outstanding_victims() {
+        let ctl = ctl(4, 1, 4);
+        let counters = PoolCounters::default();
+        assert_eq!(ctl.resize(1, 2).victims_added, 2);
+        assert!(ctl.reserve_retirement());
+        assert!(!ctl.reserve_retirement(), "{:?}", ctl.counts());
+        assert_eq!(ctl.claim_exit(&counters), Some(ExitReason::Victim));
+        assert_eq!(ctl.claim_exit(&counters), Some(ExitReason::Victim));
+        assert_eq!(ctl.claim_exit(&counters), None);
+        assert_eq!(fields(ctl.counts()), (1, 0, false));
+    }
+
+    /// A shrink counted a growth thread that is still starting: the running
+    /// thread does not exit for it, whether the spawn then succeeds or fails.
+    #[test]
+    fn a_victim_request_never_takes_the_pool_below_its_minimum() {
+        let fresh = ctl;
+        for spawned in [true, false] {
+            let ctl = fresh(1, 1, 2);
+            let counters = PoolCounters::default();
+            assert!(ctl.reserve_growth());
+            assert_eq!(ctl.resize(1, 1).victims_added, 1);
+            assert_eq!(ctl.claim_exit(&counters), None, "{:?}", ctl.counts());
+            if spawned {
+                ctl.finish_growth();
+                assert_eq!(fields(ctl.counts()), (2, 0, false));
+            } else {
+                ctl.cancel_growth();
+                assert_eq!(fields(ctl.counts()), (1, 0, false));
+            }
+            // And a failed spawn that comes first drops the request with it.
+            let first = fresh(1, 1, 2);
+            assert!(first.reserve_growth());
+            assert_eq!(first.resize(1, 1).victims_added, 1);
+            first.cancel_growth();
+            assert_eq!(fields(first.counts()), (1, 0, false));
+            assert_eq!(first.claim_exit(&counters), None);
+        }
+    }
+
+    /// A pool short of its minimum (however it got there) is grown back by
+    /// the next resize, even to the limits already in force.
+    #[test]
+    fn resize_to_the_same_limits_repairs_a_short_pool() {
+        let ctl = ctl(0, 1, 1);
+        assert_eq!(
+            ctl.resize(1, 1),
+            Resize {
+                spawn: 1,
+                victims_added: 0
+            }
+        );
+        assert_eq!(fields(ctl.counts()), (1, 0, false));
+        assert_eq!(
+            ctl.resize(1, 1),
+            Resize {
+                spawn: 0,
+                victims_added: 0
+            }
+        );
     }
 }

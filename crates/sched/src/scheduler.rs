@@ -291,7 +291,7 @@ impl<H: Handler> Scheduler<H> {
         });
         let scheduler = Arc::new(Scheduler { shared });
         for (i, pool) in scheduler.shared.pools().iter().enumerate() {
-            let n = pool.ctl.nthreads.load(Ordering::Acquire);
+            let n = pool.ctl.counts().nthreads();
             for _ in 0..n {
                 spawn_worker(&scheduler.shared, i, false).map_err(StartError::Spawn)?;
             }
@@ -396,49 +396,17 @@ impl<H: Handler> Scheduler<H> {
             }
             let pmin = share(min, pools, i).max(1);
             let pmax = share(max, pools, i).max(pmin);
-            pool.ctl.min.store(pmin, Ordering::Release);
-            pool.ctl.max.store(pmax, Ordering::Release);
-            let live = pool.ctl.nthreads.load(Ordering::Acquire);
-            let victims = pool.ctl.victims.load(Ordering::Acquire);
-            let effective = live.saturating_sub(victims);
-            let target = effective.clamp(pmin, pmax);
-            self.resize_pool(i, effective, target)?;
-        }
-        Ok(())
-    }
-
-    fn resize_pool(&self, i: usize, effective: usize, target: usize) -> Result<(), ResizeError> {
-        let pool = self.shared.pool(i);
-        if target > effective {
-            let mut grow = target - effective;
-            // Withdraw outstanding shrink requests before starting threads.
-            while grow > 0 {
-                let v = pool.ctl.victims.load(Ordering::Acquire);
-                if v == 0 {
-                    break;
-                }
-                if pool
-                    .ctl
-                    .victims
-                    .compare_exchange(v, v - 1, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
-                    grow -= 1;
-                }
+            let plan = pool.ctl.resize(pmin, pmax);
+            if plan.victims_added > 0 {
+                pool.wake_for_control();
             }
-            for _ in 0..grow {
-                pool.ctl.nthreads.fetch_add(1, Ordering::AcqRel);
+            for started in 0..plan.spawn {
                 if let Err(e) = spawn_worker(&self.shared, i, false) {
-                    pool.ctl.nthreads.fetch_sub(1, Ordering::AcqRel);
+                    pool.ctl.cancel_spawn(plan.spawn - started);
                     return Err(ResizeError::Spawn(e));
                 }
                 pool.counters.spawned.fetch_add(1, Ordering::Relaxed);
             }
-        } else if target < effective {
-            pool.ctl
-                .victims
-                .fetch_add(effective - target, Ordering::AcqRel);
-            pool.wake_for_control();
         }
         Ok(())
     }
@@ -517,8 +485,7 @@ fn worker_main<H: Handler>(shared: &Arc<Shared<H>>, index: usize, serial: u64, g
     let slot = pool.register();
     if growth {
         pool.counters.spawned.fetch_add(1, Ordering::Relaxed);
-        // Release: the next grower sees this thread registered.
-        pool.ctl.starting.store(false, Ordering::Release);
+        pool.ctl.finish_growth();
     }
     let mut state = shared.handler.thread_state(index);
     let reason = loop {
@@ -561,8 +528,7 @@ fn maybe_grow<H: Handler>(shared: &Arc<Shared<H>>, index: usize) {
         return;
     }
     if let Err(e) = spawn_worker(shared, index, true) {
-        pool.ctl.nthreads.fetch_sub(1, Ordering::AcqRel);
-        pool.ctl.starting.store(false, Ordering::Release);
+        pool.ctl.cancel_growth();
         tracing::warn!(pool = index, error = %e, "cannot grow thread pool");
     }
 }

@@ -73,7 +73,7 @@ impl Parker {
     }
 
     /// Waits for the token; `false` if `timeout` passed first (loom has no
-    /// time: it waits unbounded).
+    /// time: a timed wait without the token times out at once).
     pub(crate) fn wait(&self, timeout: Option<std::time::Duration>) -> bool {
         #[cfg(not(loom))]
         {
@@ -96,8 +96,14 @@ impl Parker {
         }
         #[cfg(loom)]
         {
-            let _ = timeout;
             let mut token = lock(&self.token);
+            if timeout.is_some() && !*token {
+                // The timeout fires now: loom explores this point against
+                // every step of the other threads, so a wake-up that comes
+                // just before or just after it are both modelled. Models ask
+                // for timeouts through `PoolCtl::loom_timeouts`.
+                return false;
+            }
             while !*token {
                 token = self.cv.wait(token).unwrap_or_else(|p| p.into_inner());
             }

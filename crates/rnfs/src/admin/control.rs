@@ -181,11 +181,18 @@ impl Control {
                 (new_min, new_max)
             }
         };
-        if (new_min, new_max) != limits {
+        // A change is applied even when the limits are unchanged (only a
+        // query is not): `set_limits` also moves every pool's count back
+        // into them, so asking again repairs a pool left short (a thread
+        // that could not be spawned).
+        let query = set.is_none() && min.is_none() && max.is_none();
+        if !query {
             let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
             sched
                 .set_limits(as_usize(new_min), as_usize(new_max))
                 .map_err(|e| format!("cannot change the thread count: {e}"))?;
+        }
+        if (new_min, new_max) != limits {
             tracing::info!(
                 min = new_min,
                 max = new_max,

@@ -324,7 +324,9 @@ impl<T> WakeOne<T> {
     }
 
     /// After the idle timeout: leave the stack unless a waker has claimed a
-    /// thread we cannot tell apart from us, and only above the minimum.
+    /// thread we cannot tell apart from us, and only while the threads left
+    /// once the outstanding victims exit stay above the minimum (a victim
+    /// request is an exit already promised; `reserve_retirement`).
     fn try_retire(&self, pool: &Pool<T>, me: &WorkerSlot<T>) -> bool {
         if !pool.ctl.reserve_retirement() {
             return false;
