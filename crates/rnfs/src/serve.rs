@@ -163,8 +163,8 @@ pub(crate) struct ServeArgs {
           conflicts_with_all = ["min_threads", "max_threads"])]
     threads: Option<u32>,
 
-    /// Size the thread pool dynamically, never below N threads. [default: 1 when
-    /// --max-threads is given]
+    /// Size the thread pool dynamically, never below N threads. [default: one
+    /// per pool when --max-threads is given]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     min_threads: Option<u32>,
 
@@ -375,7 +375,12 @@ impl ServeArgs {
             (Some(n), _, _) => (n, n, n),
             (None, None, None) => (DEFAULT_THREADS, DEFAULT_THREADS, DEFAULT_THREADS),
             (None, min, max) => {
-                let min = min.unwrap_or(1);
+                // Every pool needs a thread: by default one per pool (but
+                // not above --max-threads, which the scheduler then refuses
+                // with the reason).
+                let pools =
+                    u32::try_from(PoolMode::from(self.pool_mode).pools()).unwrap_or(u32::MAX);
+                let min = min.unwrap_or_else(|| pools.min(max.unwrap_or(u32::MAX)));
                 let max = max.unwrap_or(DEFAULT_MAX_THREADS.max(min));
                 if min > max {
                     return Err(Failure::Usage {

@@ -58,12 +58,17 @@ fn null_call(addr: SocketAddr, prog: u32) -> ReplyStatus {
 }
 
 /// `rnfs serve ARGS... DIR` (a fresh DIR, its state inside it) with its
-/// stderr read line by line into the returned channel.
+/// stderr read line by line into the returned channel. `--threads 2` unless
+/// ARGS size the threads themselves.
 fn spawn_serve(args: &[&str]) -> (TempDir, Running, mpsc::Receiver<String>) {
     let dir = TempDir::new("serve");
+    let sized = args
+        .iter()
+        .any(|a| ["--threads", "--min-threads", "--max-threads"].contains(a));
     let mut child = Running(
         rnfs()
-            .args(["serve", "--threads", "2"])
+            .arg("serve")
+            .args(["--threads", "2"].iter().filter(|_| !sized))
             .args(
                 ["--log", "info"]
                     .iter()
@@ -87,24 +92,49 @@ fn spawn_serve(args: &[&str]) -> (TempDir, Running, mpsc::Receiver<String>) {
     (dir, child, rx)
 }
 
-#[test]
-fn serve_answers_null_and_stops_on_sigterm() {
-    let (_dir, mut child, rx) = spawn_serve(&["--listen", "127.0.0.1:0"]);
-    // The startup line names the bound address: "... serving on 127.0.0.1:PORT (...".
+/// The address a server from `spawn_serve` listens on, from its startup
+/// line ("... serving on 127.0.0.1:PORT (...").
+fn serving_address(rx: &mpsc::Receiver<String>) -> SocketAddr {
     let mut log = Vec::new();
-    let addr: SocketAddr = loop {
+    loop {
         let line = rx
             .recv_timeout(Duration::from_secs(10))
             .unwrap_or_else(|_| panic!("no startup line; stderr so far: {log:#?}"));
         if let Some((_, rest)) = line.split_once("serving on ") {
-            break rest.split_whitespace().next().unwrap().parse().unwrap();
+            return rest.split_whitespace().next().unwrap().parse().unwrap();
         }
         log.push(line);
-    };
+    }
+}
+
+#[test]
+fn serve_answers_null_and_stops_on_sigterm() {
+    let (_dir, mut child, rx) = spawn_serve(&["--listen", "127.0.0.1:0"]);
+    let addr = serving_address(&rx);
     assert_eq!(null_call(addr, 100_003), ReplyStatus::Success);
     assert_eq!(null_call(addr, 100_005), ReplyStatus::Success);
     assert_eq!(null_call(addr, 100_227), ReplyStatus::ProgUnavail);
 
+    kill(Pid::from_raw(child.0.id() as i32), Signal::SIGTERM).unwrap();
+    let status = wait_exit(&mut child.0, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+/// `--pool-mode percpu` with only `--max-threads`: the default minimum is one
+/// thread per pool (it was 1, which the scheduler refused with more than one
+/// CPU: "1 thread(s) cannot serve 2 pool(s)").
+#[test]
+fn percpu_pools_with_only_max_threads_start_and_answer() {
+    let (_dir, mut child, rx) = spawn_serve(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--pool-mode",
+        "percpu",
+        "--max-threads",
+        "8",
+    ]);
+    let addr = serving_address(&rx);
+    assert_eq!(null_call(addr, 100_003), ReplyStatus::Success);
     kill(Pid::from_raw(child.0.id() as i32), Signal::SIGTERM).unwrap();
     let status = wait_exit(&mut child.0, Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "{status:?}");

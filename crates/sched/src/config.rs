@@ -105,6 +105,14 @@ impl PoolMode {
             PoolMode::Auto => "auto",
         }
     }
+
+    /// How many pools this mode makes on this machine (its allowed CPUs and
+    /// NUMA nodes): what [`Scheduler::start`](crate::Scheduler::start)
+    /// will build, so a caller can choose a minimum thread count of at
+    /// least one per pool.
+    pub fn pools(self) -> usize {
+        crate::cpu::PoolMap::build(self).pools()
+    }
 }
 
 impl fmt::Display for PoolMode {
