@@ -280,3 +280,50 @@ fn idle_timeout_racing_a_shrink_keeps_the_minimum() {
         assert!(stayed >= 1, "{reasons:?} {left:?}");
     });
 }
+
+fn ctl(threads: usize, min: usize, max: usize) -> Arc<PoolCtl> {
+    Arc::new(PoolCtl::new(threads, min, max, Duration::from_secs(5)))
+}
+
+/// `threads 1` while a victim of an earlier `threads 1` exits: the resize
+/// reads the live count and the outstanding requests as one, so it sees the
+/// victim either still counted with its request or gone with it, never gone
+/// from one count only (which made one request too many: the pool ended
+/// one below its target).
+#[test]
+fn resize_racing_a_victims_exit_counts_it_once() {
+    loom::model(|| {
+        let ctl = ctl(2, 1, 2);
+        assert_eq!(ctl.resize(1, 1).victims_added, 1);
+        let c = Arc::clone(&ctl);
+        let victim = thread::spawn(move || c.claim_exit(&crate::stats::PoolCounters::default()));
+        let plan = ctl.resize(1, 1);
+        assert_eq!(victim.join().unwrap(), Some(ExitReason::Victim));
+        let counts = ctl.counts();
+        assert_eq!(counts.effective(), 1, "{plan:?} {counts:?}");
+        assert_eq!(plan.spawn, 0, "{counts:?}");
+    });
+}
+
+/// A growth racing a resize that lowers the maximum: the growth is checked
+/// against the new maximum, or counted by the resize (which then asks a
+/// thread to exit). It was checked against a maximum loaded before the
+/// resize stored the new one, and the pool stayed one above it.
+#[test]
+fn growth_racing_a_lower_maximum_stays_within_it() {
+    loom::model(|| {
+        let ctl = ctl(1, 1, 2);
+        let c = Arc::clone(&ctl);
+        let grower = thread::spawn(move || {
+            let grew = c.reserve_growth();
+            if grew {
+                c.finish_growth();
+            }
+            grew
+        });
+        let plan = ctl.resize(1, 1);
+        let grew = grower.join().unwrap();
+        let counts = ctl.counts();
+        assert_eq!(counts.effective(), 1, "grew: {grew}, {plan:?} {counts:?}");
+    });
+}

@@ -103,7 +103,14 @@ pub(crate) struct Synced<T> {
 
 /// A pool's thread counts, packed in one word so that they are read and
 /// changed together: live threads (`nthreads`), outstanding shrink requests
-/// (`victims`) and whether a growth spawn is in progress (`starting`).
+/// (`victims`), whether a growth spawn is in progress (`starting`), and the
+/// generation of the pool's limits.
+///
+/// The generation changes with every `resize`, which stores the new limits
+/// first: a change checked against limits loaded before that (a growth
+/// against the old maximum, a retirement against the old minimum) then
+/// fails its RMW and is checked again against the new ones, even when the
+/// resize left the counts as they were.
 ///
 /// `nthreads - victims` is the count the pool will have once every request
 /// is won (the *effective* count). Every change keeps it within the limits
@@ -118,6 +125,10 @@ const FIELD_BITS: u32 = 21;
 const FIELD_MASK: u64 = (1 << FIELD_BITS) - 1;
 const VICTIMS_SHIFT: u32 = FIELD_BITS;
 const STARTING_BIT: u64 = 1 << (2 * FIELD_BITS);
+const GENERATION_SHIFT: u32 = 2 * FIELD_BITS + 1;
+/// The generation wraps after 2^21 resizes (serialised, admin-driven): a
+/// change would need to span all of them to mistake one for another.
+const GENERATION_MASK: u64 = (1 << (64 - GENERATION_SHIFT)) - 1;
 
 impl Counts {
     /// One thread, in the `nthreads` field (for `fetch_add`/`fetch_sub`).
@@ -162,8 +173,23 @@ impl Counts {
         self.nthreads() - usize::from(self.starting())
     }
 
+    fn generation(self) -> u64 {
+        self.0 >> GENERATION_SHIFT
+    }
+
+    /// These counts changed, the generation kept.
     fn with(self, nthreads: usize, victims: usize) -> Counts {
-        Counts::new(nthreads, victims, self.starting())
+        self.with_starting(nthreads, victims, self.starting())
+    }
+
+    fn with_starting(self, nthreads: usize, victims: usize, starting: bool) -> Counts {
+        Counts(Counts::new(nthreads, victims, starting).0 | self.generation() << GENERATION_SHIFT)
+    }
+
+    /// The next generation of limits.
+    fn next_generation(self) -> Counts {
+        let generation = (self.generation() + 1) & GENERATION_MASK;
+        Counts((self.0 & !(GENERATION_MASK << GENERATION_SHIFT)) | generation << GENERATION_SHIFT)
     }
 }
 
@@ -173,6 +199,7 @@ impl std::fmt::Debug for Counts {
             .field("nthreads", &self.nthreads())
             .field("victims", &self.victims())
             .field("starting", &self.starting())
+            .field("generation", &self.generation())
             .finish()
     }
 }
@@ -242,6 +269,9 @@ impl PoolCtl {
 
     /// Changes the counts with `f` (given them and the limits), unless `f`
     /// declines; returns the counts before a change, or the last ones seen.
+    /// The limits are loaded after the counts: a `resize` stores them before
+    /// its RMW, so either they are the ones of the generation read, or a
+    /// newer generation makes our RMW fail and `f` runs again.
     fn update(
         &self,
         mut f: impl FnMut(Counts, usize, usize) -> Option<Counts>,
@@ -345,7 +375,7 @@ impl PoolCtl {
         }
         self.update(|c, _, max| {
             (!c.starting() && c.nthreads() < max)
-                .then(|| Counts::new(c.nthreads() + 1, c.victims(), true))
+                .then(|| c.with_starting(c.nthreads() + 1, c.victims(), true))
         })
         .is_ok()
     }
@@ -361,7 +391,7 @@ impl PoolCtl {
     /// the one that never started).
     pub(crate) fn cancel_growth(&self) {
         let _ = self.update(|c, _, _| {
-            Some(Counts::new(
+            Some(c.with_starting(
                 c.nthreads().saturating_sub(1),
                 c.victims().saturating_sub(1),
                 false,
@@ -392,7 +422,9 @@ impl PoolCtl {
             victims_added: 0,
         };
         // One RMW reads the counts and changes them together: a victim won
-        // meanwhile fails the RMW, which then re-reads both.
+        // meanwhile fails the RMW, which then re-reads both. It always
+        // writes a new generation, so that a change checked against the old
+        // limits fails its own RMW (see `Counts`).
         let _ = self.update(|c, _, _| {
             let (n, v) = (c.nthreads(), c.victims());
             let effective = c.effective();
@@ -409,7 +441,7 @@ impl PoolCtl {
                 spawn,
                 victims_added: added,
             };
-            Some(c.with(n, v))
+            Some(c.with(n, v).next_generation())
         });
         plan
     }
