@@ -407,6 +407,22 @@ impl PoolCtl {
         self.counts.fetch_sub(n, Ordering::AcqRel);
     }
 
+    /// Undoes a [`resize`](Self::resize) whose change was refused: restores
+    /// the limits `min`/`max`, withdraws the shrink requests it added that
+    /// no thread has won yet, and asks its `plan.spawn` spawned threads to
+    /// exit (victim requests: the caller wakes a thread). Returns whether
+    /// requests were added.
+    pub(crate) fn undo_resize(&self, min: usize, max: usize, plan: Resize) -> bool {
+        // Release: as in `resize`; the new generation below publishes them.
+        self.min.store(min, Ordering::Release);
+        self.max.store(max, Ordering::Release);
+        let _ = self.update(|c, _, _| {
+            let v = c.victims().saturating_sub(plan.victims_added) + plan.spawn;
+            Some(c.with(c.nthreads(), v).next_generation())
+        });
+        plan.spawn > 0
+    }
+
     /// Sets the limits and moves the effective count into them: withdraws
     /// shrink requests and counts new threads (returned in `spawn`, for the
     /// caller to start), or adds shrink requests (`victims_added`, for the

@@ -13,7 +13,7 @@ use std::time::Instant;
 use crate::config::{share, Config, ConfigError, PoolMode, MAX_THREADS};
 use crate::cpu::{self, PoolMap};
 use crate::futex_hash;
-use crate::pool::{Next, Pool, PoolCtl};
+use crate::pool::{Next, Pool, PoolCtl, Resize};
 use crate::stats::{new_histogram, SchedStats};
 use crate::sync::lock;
 use crate::task::{Marked, Released, Task};
@@ -78,8 +78,12 @@ pub enum ResizeError {
     /// The scheduler is shutting down.
     #[error("the scheduler is shutting down")]
     ShuttingDown,
-    /// The OS would not create a thread.
-    #[error("cannot start service thread: {0}")]
+    /// The OS would not create a thread. Nothing changed: the limits are
+    /// restored, threads already started for the change are asked to exit
+    /// and its shrink requests withdrawn.
+    #[error(
+        "cannot start service thread: {0} (the thread limits and counts are left as they were)"
+    )]
     Spawn(io::Error),
 }
 
@@ -231,6 +235,9 @@ struct Shared<H: Handler> {
     /// (detaches) its own, shutdown joins the rest.
     threads: Mutex<HashMap<u64, JoinHandle<()>>>,
     next_serial: AtomicU64,
+    /// Tests: spawns allowed before each further one fails.
+    #[cfg(test)]
+    spawns_left: std::sync::atomic::AtomicUsize,
 }
 
 impl<H: Handler> Shared<H> {
@@ -288,6 +295,8 @@ impl<H: Handler> Scheduler<H> {
             admin: Mutex::new(()),
             threads: Mutex::new(HashMap::new()),
             next_serial: AtomicU64::new(0),
+            #[cfg(test)]
+            spawns_left: std::sync::atomic::AtomicUsize::new(usize::MAX),
         });
         let scheduler = Arc::new(Scheduler { shared });
         for (i, pool) in scheduler.shared.pools().iter().enumerate() {
@@ -369,7 +378,9 @@ impl<H: Handler> Scheduler<H> {
     }
 
     /// Sets the automatic-sizing bounds and moves each pool's count into
-    /// them. `min == max` fixes the count.
+    /// them (a pool short of its minimum is grown back even when the bounds
+    /// are unchanged). `min == max` fixes the count. If a thread cannot be
+    /// started, the change is undone ([`ResizeError::Spawn`]).
     pub fn set_limits(&self, min: usize, max: usize) -> Result<(), ResizeError> {
         let pools = self.pools();
         if min > max {
@@ -388,14 +399,42 @@ impl<H: Handler> Scheduler<H> {
             });
         }
         let _admin = lock(&self.shared.admin);
+        if self
+            .shared
+            .pools()
+            .iter()
+            .any(|p| p.ctl.shutdown.load(Ordering::Acquire))
+        {
+            return Err(ResizeError::ShuttingDown);
+        }
         futex_hash::fit(max);
-        for i in 0..pools {
+        let limits: Vec<(usize, usize)> = (0..pools)
+            .map(|i| {
+                let pmin = share(min, pools, i).max(1);
+                (pmin, share(max, pools, i).max(pmin))
+            })
+            .collect();
+        let before: Vec<(usize, usize)> = self
+            .shared
+            .pools()
+            .iter()
+            .map(|p| {
+                // Relaxed: only `set_limits` stores them, under `admin`.
+                (
+                    p.ctl.min.load(Ordering::Relaxed),
+                    p.ctl.max.load(Ordering::Relaxed),
+                )
+            })
+            .collect();
+        // Pools that must grow go first, so that a spawn failure finds no
+        // shrink request of this change made yet (one already won could not
+        // be undone).
+        let mut order: Vec<usize> = (0..pools).collect();
+        order.sort_by_key(|&i| self.shared.pool(i).ctl.counts().effective() >= limits[i].0);
+        let mut done = Vec::with_capacity(pools);
+        for i in order {
             let pool = self.shared.pool(i);
-            if pool.ctl.shutdown.load(Ordering::Acquire) {
-                return Err(ResizeError::ShuttingDown);
-            }
-            let pmin = share(min, pools, i).max(1);
-            let pmax = share(max, pools, i).max(pmin);
+            let (pmin, pmax) = limits[i];
             let plan = pool.ctl.resize(pmin, pmax);
             if plan.victims_added > 0 {
                 pool.wake_for_control();
@@ -403,10 +442,28 @@ impl<H: Handler> Scheduler<H> {
             for started in 0..plan.spawn {
                 if let Err(e) = spawn_worker(&self.shared, i, false) {
                     pool.ctl.cancel_spawn(plan.spawn - started);
+                    done.push((
+                        i,
+                        Resize {
+                            spawn: started,
+                            ..plan
+                        },
+                    ));
+                    // A refused request changes nothing: every pool changed
+                    // so far gets its limits back, the threads started for
+                    // it are asked to exit, its shrink requests withdrawn.
+                    for (j, plan) in done {
+                        let pool = self.shared.pool(j);
+                        let (min, max) = before[j];
+                        if pool.ctl.undo_resize(min, max, plan) {
+                            pool.wake_for_control();
+                        }
+                    }
                     return Err(ResizeError::Spawn(e));
                 }
                 pool.counters.spawned.fetch_add(1, Ordering::Relaxed);
             }
+            done.push((i, plan));
         }
         Ok(())
     }
@@ -467,6 +524,14 @@ impl<H: Handler> Drop for Scheduler<H> {
 }
 
 fn spawn_worker<H: Handler>(shared: &Arc<Shared<H>>, pool: usize, growth: bool) -> io::Result<()> {
+    #[cfg(test)]
+    if shared
+        .spawns_left
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_err()
+    {
+        return Err(io::Error::other("injected spawn failure"));
+    }
     let serial = shared.next_serial.fetch_add(1, Ordering::Relaxed);
     let s = Arc::clone(shared);
     // Spawn under the lock so the thread cannot remove its entry before it
@@ -530,5 +595,59 @@ fn maybe_grow<H: Handler>(shared: &Arc<Shared<H>>, index: usize) {
     if let Err(e) = spawn_worker(shared, index, true) {
         pool.ctl.cancel_growth();
         tracing::warn!(pool = index, error = %e, "cannot grow thread pool");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    struct Idle;
+
+    impl Handler for Idle {
+        type Item = ();
+        type ThreadState = ();
+        fn thread_state(&self, _: usize) {}
+        fn handle(&self, _: Claim<'_, ()>, _: &mut ()) {}
+    }
+
+    fn threads(s: &Scheduler<Idle>) -> u64 {
+        s.stats().total().threads
+    }
+
+    /// A grow whose second spawn fails is refused and changes nothing: the
+    /// limits stay, and the thread it did start exits again.
+    #[test]
+    fn a_refused_grow_changes_nothing() {
+        let config = Config {
+            initial_threads: 2,
+            min_threads: 2,
+            max_threads: 4,
+            pin_threads: false,
+            ..Config::default()
+        };
+        let s = Scheduler::start(config, Idle).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while threads(&s) != 2 {
+            assert!(Instant::now() < deadline, "{:?}", s.stats().total());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        s.shared.spawns_left.store(1, Ordering::Relaxed);
+        let err = s.set_limits(4, 8).unwrap_err();
+        assert!(matches!(err, ResizeError::Spawn(_)), "{err}");
+        assert_eq!(s.limits(), (2, 4));
+        assert_eq!(s.shared.pool(0).ctl.counts().effective(), 2);
+        while threads(&s) != 2 {
+            assert!(Instant::now() < deadline, "{:?}", s.stats().total());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // It stays at 2: the one request was won by one thread.
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(threads(&s), 2, "{:?}", s.stats().total());
+        s.shared.spawns_left.store(usize::MAX, Ordering::Relaxed);
+        s.set_limits(4, 8).unwrap();
+        assert_eq!(s.limits(), (4, 8));
     }
 }
