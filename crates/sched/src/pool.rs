@@ -167,10 +167,10 @@ impl Counts {
         self.nthreads().saturating_sub(self.victims())
     }
 
-    /// Threads running now that will not leave on a victim request: what may
-    /// still exit without help (a growth spawn may yet fail).
+    /// Live threads not counting a growth spawn still starting, which may
+    /// yet fail: the threads that can be relied on to exist.
     fn running(self) -> usize {
-        self.nthreads() - usize::from(self.starting())
+        self.nthreads().saturating_sub(usize::from(self.starting()))
     }
 
     fn generation(self) -> u64 {
@@ -401,10 +401,10 @@ impl PoolCtl {
 
     /// `n` threads counted by `resize` will not be spawned: uncount them.
     pub(crate) fn cancel_spawn(&self, n: usize) {
-        // AcqRel: as in `update`. (`resize` leaves no victims when it grows,
-        // so these are plain threads.)
-        let n = u64::try_from(n).unwrap_or(FIELD_MASK) * Counts::ONE_THREAD;
-        self.counts.fetch_sub(n, Ordering::AcqRel);
+        // (`resize` leaves no victims when it grows, so these are plain
+        // threads; saturating, so a miscount can never borrow from the
+        // victims field.)
+        let _ = self.update(|c, _, _| Some(c.with(c.nthreads().saturating_sub(n), c.victims())));
     }
 
     /// Undoes a [`resize`](Self::resize) whose change was refused: restores
