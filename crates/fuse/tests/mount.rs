@@ -545,18 +545,7 @@ fn unlinked_open_file_stays_readable() {
     drop(f);
     // The silly-renamed file goes with the last release, which the kernel
     // sends after close(2) returns.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let left: Vec<_> = fs::read_dir(&t.export).unwrap().collect();
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "left behind: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_empty(&t.export);
 }
 
 /// A user's file unlinked while open goes with its last close though the
@@ -592,18 +581,7 @@ fn a_silly_renamed_file_goes_as_its_unlinker_under_root_squash() {
     );
     assert_eq!(out.stdout, b"data\n", "readable after its unlink");
     // The release comes after close(2) returns.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let left: Vec<_> = fs::read_dir(&home).unwrap().collect();
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "left behind: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_empty(&home);
 }
 
 #[test]
@@ -1138,4 +1116,21 @@ fn mode_bits_of_created_files() {
     drop(f);
     assert_eq!(fs::read(t.e("ro")).unwrap(), b"written to a 0444 file");
     assert_eq!(fs::metadata(t.m("ro")).unwrap().mode() & 0o777, 0o444);
+}
+
+/// Waits up to 10 s for `dir` to be empty (a silly-renamed file goes with a
+/// RELEASE the kernel sends after close(2) returns).
+fn wait_until_empty(dir: &Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<_> = fs::read_dir(dir).unwrap().collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
