@@ -294,8 +294,8 @@ fn run_command(path: &Path, command: AdminCommand, json: bool) -> Result<(), Adm
                 if added { "added" } else { "removed" },
                 e.mount_path,
                 e.id,
-                access_name(e.access),
-                backend_name(e.backend),
+                e.access,
+                e.backend,
                 e.path,
                 r.exports
             );
@@ -344,28 +344,6 @@ fn export_spec(a: ExportAddArgs) -> ExportSpec {
     }
 }
 
-fn access_name(a: AccessName) -> &'static str {
-    match a {
-        AccessName::Ro => "ro",
-        AccessName::Rw => "rw",
-    }
-}
-
-fn backend_name(b: BackendName) -> &'static str {
-    match b {
-        BackendName::Local => "local",
-        BackendName::Memory => "memory",
-    }
-}
-
-fn squash_name(s: SquashName) -> &'static str {
-    match s {
-        SquashName::Root => "root",
-        SquashName::All => "all",
-        SquashName::None => "none",
-    }
-}
-
 fn print_threads(t: &ThreadsReply) {
     let bounds = if t.min == t.max {
         format!("fixed at {}", t.min)
@@ -385,9 +363,9 @@ fn print_exports(rows: &[ExportRow]) {
             vec![
                 e.mount_path.clone(),
                 e.id.to_string(),
-                access_name(e.access).into(),
-                backend_name(e.backend).into(),
-                squash_name(e.squash).into(),
+                e.access.to_string(),
+                e.backend.to_string(),
+                e.squash.to_string(),
                 if e.clients.is_empty() {
                     "*".into()
                 } else {

@@ -184,6 +184,18 @@ pub(crate) enum SquashName {
     None,
 }
 
+/// The protocol names print as the configuration spells them.
+macro_rules! display_as {
+    ($($name:ty => $kind:ty),+) => {$(
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                <$kind>::from(*self).fmt(f)
+            }
+        }
+    )+};
+}
+display_as!(AccessName => Access, BackendName => BackendKind, SquashName => Squash);
+
 impl From<BackendName> for BackendKind {
     fn from(b: BackendName) -> Self {
         match b {
