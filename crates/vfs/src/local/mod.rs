@@ -893,7 +893,12 @@ impl LocalFs {
     /// the unprivileged cache.
     fn describe_path(&self, path_fd: OwnedFd) -> FsResult<(BackendHandle, Attr)> {
         let stat = rfs::fstat(&path_fd).map_err(errno)?;
-        let (fh, attr) = self.describe(path_fd.as_fd(), &stat)?;
+        self.describe_stated(path_fd, &stat)
+    }
+
+    /// [`Self::describe_path`] of a descriptor already `fstat`ed.
+    fn describe_stated(&self, path_fd: OwnedFd, stat: &Stat) -> FsResult<(BackendHandle, Attr)> {
+        let (fh, attr) = self.describe(path_fd.as_fd(), stat)?;
         if !self.privileged() {
             self.remember(fh, Arc::new(path_fd));
         }

@@ -369,11 +369,7 @@ impl LocalFs {
         if !self.below_root(fd.as_fd(), &stat)? {
             return Err(FsError::Stale);
         }
-        let (fh, attr) = self.describe(fd.as_fd(), &stat)?;
-        if !self.privileged() {
-            self.remember(fh, Arc::new(fd));
-        }
-        Ok((fh, attr))
+        self.describe_stated(fd, &stat)
     }
 
     /// Whether the directory `start` (stat'ed as `start_stat`, not the root)
