@@ -16,6 +16,7 @@ pub(crate) fn open(c: &ExportConfig) -> Result<Arc<dyn Filesystem>, String> {
             &c.path,
             LocalOptions {
                 attr_max_age: c.attr_cache_max_age,
+                sync_metadata: c.sync,
                 ..LocalOptions::default()
             },
         )

@@ -81,12 +81,12 @@ pub(crate) struct ServeArgs {
 
     /// Serve the exports of this TOML file instead of EXPORT_DIR (format:
     /// `[[export]]` tables with path, mount_path, id, backend, access, squash,
-    /// anonuid, anongid, clients, secure, attr_cache_max_age; every key and
+    /// anonuid, anongid, clients, secure, attr_cache_max_age, sync; every key and
     /// its default in docs/operations.md, an example in dist/rnfs.toml).
     /// SIGHUP reloads it.
     #[arg(long, short = 'c', value_name = "FILE", conflicts_with_all = [
         "export_dir", "read_only", "squash", "anonuid", "anongid", "clients", "secure",
-        "backend", "mount_path", "attr_cache_max_age"])]
+        "backend", "mount_path", "attr_cache_max_age", "async_"])]
     config: Option<PathBuf>,
 
     /// Export EXPORT_DIR read-only: every modifying call gets NFS3ERR_ROFS.
@@ -130,6 +130,17 @@ pub(crate) struct ServeArgs {
     /// 0 stats every entry, as knfsd does.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_ATTR_CACHE_MAX_AGE)]
     attr_cache_max_age: u32,
+
+    /// Reply to CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK
+    /// and SETATTR before their change is on stable storage (exports(5)
+    /// `async`). Faster for metadata-heavy work (untar, compiles), but a
+    /// server crash or power loss may lose changes clients were told are
+    /// done, and they will not resend them. By default (`sync`) each such
+    /// change is committed (`fsync` of the directory or file) first, as
+    /// RFC 1813 asks. Data written with UNSTABLE WRITEs is unaffected: it
+    /// is committed by the client's COMMIT either way.
+    #[arg(long = "async")]
+    async_: bool,
 
     /// The path clients mount. [default: EXPORT_DIR's absolute path]
     #[arg(long, value_name = "PATH")]
@@ -442,6 +453,7 @@ impl ServeArgs {
         c.clients = (!self.clients.is_empty()).then(|| self.clients.clone());
         c.secure = self.secure;
         c.attr_cache_max_age = self.attr_cache_max_age;
+        c.sync = !self.async_;
         c.backend = match self.backend {
             BackendArg::Local => BackendKind::Local,
             BackendArg::Memory => BackendKind::Memory,

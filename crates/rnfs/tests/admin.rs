@@ -234,6 +234,22 @@ fn wait_for_stats(server: &Serve, what: &str, done: impl Fn(&StatsSnapshot) -> b
     }
 }
 
+/// `rnfs serve --async` serves its export as exports(5) `async`, and says so.
+#[test]
+fn serve_async_exports_async() {
+    let dir = TempDir::new("async");
+    for (flags, sync) in [(&[][..], true), (&["--async"][..], false)] {
+        let server = Serve::start(
+            &[&[dir.arg()][..], flags].concat(),
+            &dir.path("admin.sock"),
+            &dir.path("state"),
+        );
+        let mut admin = Admin::connect(&server.socket);
+        let rows = admin.ok(json!({"cmd": "exports"}));
+        assert_eq!(rows[0]["sync"], json!(sync), "{flags:?}: {rows}");
+    }
+}
+
 #[test]
 fn stats_show_the_calls_made_and_parse_as_json() {
     let dir = TempDir::new("stats");
@@ -627,20 +643,38 @@ fn export_changes_say_they_are_not_saved_and_reload_rereads_the_file() {
         "--read-only",
         "--attr-cache-max-age",
         "0",
+        "--async",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let rows = admin.ok(json!({"cmd": "exports"}));
-    let d = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["mount_path"] == "/d")
-        .unwrap();
+    let row = |path: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["mount_path"] == path)
+            .unwrap()
+            .clone()
+    };
+    let d = row("/d");
     assert_eq!(
-        (&d["access"], &d["attr_cache_max_age"]),
-        (&json!("ro"), &json!(0)),
+        (&d["access"], &d["attr_cache_max_age"], &d["sync"]),
+        (&json!("ro"), &json!(0), &json!(false)),
         "{d}"
     );
+    assert_eq!(row("/a")["sync"], json!(true), "sync is the default");
+    // The table says which exports answer before committing.
+    let out = server.cli(&["admin", "exports"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = |path: &str| {
+        listed
+            .lines()
+            .find(|l| l.starts_with(path))
+            .unwrap_or_else(|| panic!("{path} not in {listed}"))
+            .to_owned()
+    };
+    assert!(line("/d ").contains(" ro,async "), "{listed}");
+    assert!(!line("/a ").contains("async"), "{listed}");
 }
 
 #[test]

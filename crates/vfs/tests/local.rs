@@ -783,6 +783,113 @@ fn durability_calls_and_verifier() {
     assert_eq!(w.unwrap_err().0, FsError::FBig);
 }
 
+/// RFC 1813's synchronous procedures (and SETATTR, as knfsd) commit what
+/// they changed before answering: the directory whose entries changed, and
+/// a new or changed regular file or directory itself. `sync_metadata:
+/// false` (exports(5) `async`) commits nothing.
+#[test]
+fn metadata_changes_are_committed_before_the_reply() {
+    let dir = temp_dir();
+    for sync in [true, false] {
+        let fs = LocalFs::open(
+            dir.path(),
+            LocalOptions {
+                sync_metadata: sync,
+                ..LocalOptions::default()
+            },
+        )
+        .unwrap();
+        let r = fs.root();
+        let tag = if sync { "s" } else { "a" };
+        let name = |n: &str| format!("{tag}-{n}").into_bytes();
+        let syncs = std::cell::Cell::new(fs.metadata_syncs());
+        // How many objects the last step committed.
+        let committed = || {
+            let now = fs.metadata_syncs();
+            now - syncs.replace(now)
+        };
+        let expect = |what: &str, n: u64| {
+            let want = if sync { n } else { 0 };
+            assert_eq!(committed(), want, "{what} (sync = {sync})");
+        };
+        // A directory other than the root: its cached descriptor is O_PATH.
+        let sub = fs
+            .mkdir(&root(), &r, &name("d"), &SetAttr::default())
+            .unwrap()
+            .handle;
+        expect("MKDIR: the new directory and its parent", 2);
+        let f = create(&fs, &sub, b"f");
+        expect("CREATE: the new file and its directory", 2);
+        let again = CreateHow::Unchecked(SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        });
+        fs.create(&root(), &sub, b"f", &again).unwrap();
+        expect("CREATE UNCHECKED truncating: the file and its directory", 2);
+        fs.symlink(&root(), &sub, b"l", b"f", &SetAttr::default())
+            .unwrap();
+        expect("SYMLINK: the directory (a link has no descriptor)", 1);
+        fs.link(&root(), &f, &r, &name("hard")).unwrap();
+        expect("LINK: the directory", 1);
+        let chmod = SetAttr {
+            mode: Some(0o600),
+            ..SetAttr::default()
+        };
+        fs.setattr(&root(), &f, &chmod, None).unwrap();
+        expect("SETATTR of a file", 1);
+        fs.setattr(&root(), &sub, &chmod, None).unwrap();
+        expect("SETATTR of a directory", 1);
+        fs.setattr(&root(), &f, &SetAttr::default(), None).unwrap();
+        expect("SETATTR changing nothing", 0);
+        fs.rename(&root(), &sub, b"f", &sub, b"g").unwrap();
+        expect("RENAME within one directory", 1);
+        fs.rename(&root(), &sub, b"g", &r, &name("g")).unwrap();
+        expect("RENAME between directories: both", 2);
+        fs.remove(&root(), &r, &name("g")).unwrap();
+        expect("REMOVE", 1);
+        write(&fs, &f, 0, b"unstable");
+        expect("an UNSTABLE WRITE (COMMIT's business)", 0);
+        fs.remove(&root(), &sub, b"l").unwrap();
+        expect("REMOVE of the link", 1);
+        fs.rmdir(&root(), &r, &name("d")).unwrap();
+        expect("RMDIR", 1);
+        assert_eq!(
+            fs.remove(&root(), &r, &name("missing")).unwrap_err().0,
+            FsError::NoEnt
+        );
+        expect("a REMOVE that failed", 0);
+    }
+}
+
+/// A caller who may create in a directory without reading it (a drop box,
+/// mode 0733) still gets its CREATE committed: the directory is opened for
+/// the `fsync` as root.
+#[test]
+fn a_drop_box_create_is_committed() {
+    if !is_root() {
+        eprintln!("skipped: needs root to switch identities");
+        return;
+    }
+    let dir = temp_dir();
+    let drop_box = dir.path().join("box");
+    std::fs::create_dir(&drop_box).unwrap();
+    std::fs::set_permissions(&drop_box, std::fs::Permissions::from_mode(0o733)).unwrap();
+    let fs = open(dir.path());
+    let b = lookup(&fs, &fs.root(), b"box").unwrap();
+    let caller = Cred {
+        uid: 4242,
+        gid: 4242,
+        groups: vec![],
+    };
+    let before = fs.metadata_syncs();
+    identity::switch_to(&caller).unwrap();
+    let created = fs.create(&caller, &b, b"letter", &guarded(0o644));
+    identity::switch_to(&Cred::root()).unwrap();
+    created.unwrap();
+    assert_eq!(fs.metadata_syncs() - before, 2);
+    assert!(drop_box.join("letter").exists());
+}
+
 #[test]
 fn readdir_ten_thousand_entries_paged() {
     let dir = temp_dir();

@@ -192,6 +192,11 @@ struct ExportAddArgs {
     /// entry. [default: 10]
     #[arg(long, value_name = "SECS")]
     attr_cache_max_age: Option<u32>,
+
+    /// Reply to changes before they are on stable storage (exports(5)
+    /// `async`; see `rnfs serve --help`). [default: sync]
+    #[arg(long = "async")]
+    async_: bool,
 }
 
 #[derive(Debug, Args)]
@@ -341,6 +346,7 @@ fn export_spec(a: ExportAddArgs) -> ExportSpec {
         clients: (!a.clients.is_empty()).then_some(a.clients),
         secure: a.secure,
         attr_cache_max_age: a.attr_cache_max_age,
+        async_: a.async_,
     }
 }
 
@@ -363,7 +369,11 @@ fn print_exports(rows: &[ExportRow]) {
             vec![
                 e.mount_path.clone(),
                 e.id.to_string(),
-                e.access.to_string(),
+                if e.sync {
+                    e.access.to_string()
+                } else {
+                    format!("{},async", e.access)
+                },
                 e.backend.to_string(),
                 e.squash.to_string(),
                 if e.clients.is_empty() {

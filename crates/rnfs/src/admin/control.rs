@@ -490,5 +490,6 @@ fn export_config(spec: ExportSpec) -> Result<ExportConfig, String> {
     if let Some(age) = spec.attr_cache_max_age {
         c.attr_cache_max_age = age;
     }
+    c.sync = !spec.async_;
     Ok(c)
 }

@@ -290,6 +290,9 @@ pub(crate) struct ExportSpec {
     /// Seconds READDIRPLUS may answer from attributes read earlier; default 10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) attr_cache_max_age: Option<u32>,
+    /// Reply before changes are on stable storage (exports(5) `async`).
+    #[serde(default, rename = "async", skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) async_: bool,
 }
 
 /// The `threads` result: the bounds now in force and the live count.
@@ -333,6 +336,13 @@ pub(crate) struct ExportRow {
     /// Seconds READDIRPLUS may answer from attributes read earlier.
     #[serde(default)]
     pub(crate) attr_cache_max_age: u32,
+    /// Changes committed before the reply (`false`: exports(5) `async`).
+    #[serde(default = "yes")]
+    pub(crate) sync: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl From<&Export> for ExportRow {
@@ -349,6 +359,7 @@ impl From<&Export> for ExportRow {
             clients: e.config.clients.clone().unwrap_or_default(),
             secure: e.config.secure,
             attr_cache_max_age: e.config.attr_cache_max_age,
+            sync: e.config.sync,
         }
     }
 }
@@ -428,6 +439,7 @@ mod tests {
                 clients: Some(vec!["10.0.0.0/8".into()]),
                 secure: true,
                 attr_cache_max_age: Some(0),
+                async_: true,
             }),
             Request::ExportRemove {
                 mount_path: "/a".into(),

@@ -22,6 +22,9 @@
 //! secure = false                     # require a source port below 1024
 //! attr_cache_max_age = 10            # seconds READDIRPLUS may answer from cached
 //!                                    # attributes (0: never; see `rnfs_vfs::local`)
+//! sync = true                        # commit changes before replying (exports(5)
+//!                                    # `sync`); false: `async`, a crash may lose
+//!                                    # what clients were told is done
 //! ```
 //!
 //! The table is swapped atomically on reload ([`Exports::reload`]): calls in flight
@@ -143,6 +146,18 @@ pub struct ExportConfig {
     /// keeps its backend, and the value it opened with.
     #[serde(default = "attr_cache_max_age")]
     pub attr_cache_max_age: u32,
+    /// Local backend: commit every change to the file system's namespace and
+    /// to attributes to stable storage before replying, as RFC 1813 asks
+    /// (exports(5) `sync`, the default). `false` is exports(5) `async`:
+    /// faster metadata changes, and a server crash may lose changes clients
+    /// were told are done. Read when the backend opens (as
+    /// `attr_cache_max_age`).
+    #[serde(default = "yes")]
+    pub sync: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The default of [`ExportConfig::attr_cache_max_age`].
@@ -167,6 +182,7 @@ impl ExportConfig {
             clients: None,
             secure: false,
             attr_cache_max_age: DEFAULT_ATTR_CACHE_MAX_AGE,
+            sync: true,
         }
     }
 
@@ -636,8 +652,8 @@ impl Exports {
     }
 
     /// Replaces the table with one built from `configs`. An export whose id, path
-    /// (and the directory it names), backend kind and `attr_cache_max_age` are
-    /// unchanged keeps its backend, so its open state survives; only its options
+    /// (and the directory it names), backend kind, `attr_cache_max_age` and
+    /// `sync` are unchanged keeps its backend, so its open state survives; only its options
     /// change. A reopened backend of the same directory keeps its clients'
     /// handles. On error the old table stays in place.
     pub fn reload(&self, configs: &[ExportConfig]) -> Result<(), ConfigError> {
@@ -687,9 +703,12 @@ fn build(
                 && e.config.backend == c.backend
                 && e.path_identity == path_identity
         });
-        // The backend takes `attr_cache_max_age` when it opens, so a change
-        // reopens it: the same directory, so the same root and handles.
-        let reuse = same_dir.filter(|e| e.config.attr_cache_max_age == c.attr_cache_max_age);
+        // The backend takes `attr_cache_max_age` and `sync` when it opens,
+        // so a change reopens it: the same directory, so the same root and
+        // handles.
+        let reuse = same_dir.filter(|e| {
+            e.config.attr_cache_max_age == c.attr_cache_max_age && e.config.sync == c.sync
+        });
         let (fs, root_tag, accepts_untagged) = match reuse {
             Some(e) => (Arc::clone(&e.fs), e.root_tag, e.accepts_untagged),
             None => {

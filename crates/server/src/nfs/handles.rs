@@ -182,6 +182,16 @@ impl HandleKey {
                 f.write_all(&fresh.key).map_err(err)?;
                 f.sync_all().map_err(err)?;
                 fs::rename(&tmp, &path).map_err(err)?;
+                // The rename, and the state directory if this start made it,
+                // must reach the disk too: a power cut losing them would
+                // start the next server with a new key, and every client's
+                // handles would be stale.
+                let sync_dir = |d: &Path| fs::File::open(d).and_then(|d| d.sync_all());
+                sync_dir(dir).map_err(dir_err)?;
+                // Best effort: the parent may not be ours to read (0711).
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    let _ = sync_dir(parent);
+                }
                 Ok(fresh)
             }
             Err(e) => Err(err(e)),

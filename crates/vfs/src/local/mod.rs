@@ -90,6 +90,12 @@
 //! since their last COMMIT, as knfsd does. The verifier is random at each
 //! [`LocalFs::open`].
 //!
+//! Changes to the namespace and to attributes (CREATE ... LINK, SETATTR)
+//! are on stable storage before they answer, unless
+//! [`LocalOptions::sync_metadata`] is off (exports(5) `async`): the
+//! directory, and a new or changed file or directory, are `fsync`ed
+//! (`durable.rs`).
+//!
 //! **How long descriptors stay.** One open for reading only stays until the
 //! cache evicts it (CLOCK, under pressure) or its file loses its last link.
 //! One open for *writing* is closed once no call has used it for
@@ -229,6 +235,7 @@
 mod cache;
 mod dirchunks;
 mod dirstreams;
+mod durable;
 mod group_sync;
 mod handle;
 mod idle_writers;
@@ -301,6 +308,12 @@ pub struct LocalOptions {
     /// such descriptors until the cache evicts them. See *Open files and
     /// durability* in the module docs.
     pub idle_writer_close: Option<Duration>,
+    /// Commit every change to a directory's entries, and to an object's
+    /// attributes, to stable storage (`fsync`) before answering, as RFC 1813
+    /// and exports(5) `sync` (the default) ask. `false` is knfsd's `async`:
+    /// faster, and a crash may lose changes clients were told are done. See
+    /// `durable.rs`.
+    pub sync_metadata: bool,
 }
 
 /// How many directories' sizes `LocalFs::dir_sizes` keeps (16 bytes each).
@@ -317,6 +330,7 @@ impl Default for LocalOptions {
             inode_handles: 2 << 20,
             attr_max_age: 10,
             idle_writer_close: Some(Duration::from_secs(2)),
+            sync_metadata: true,
         }
     }
 }
@@ -437,6 +451,10 @@ pub struct LocalFs {
     /// the idle-writer sweeper's, hence shared).
     verifier: Arc<AtomicU64>,
     info: FsInfo,
+    /// `LocalOptions::sync_metadata`.
+    sync_metadata: bool,
+    /// `fsync`s made to commit metadata (`durable.rs`).
+    metadata_syncs: AtomicU64,
 }
 
 /// A cached descriptor opened for reading, writing, or both.
@@ -710,6 +728,8 @@ impl LocalFs {
             has_rwf_nowait: AtomicBool::new(true),
             verifier,
             info,
+            sync_metadata: options.sync_metadata,
+            metadata_syncs: AtomicU64::new(0),
         })
     }
 

@@ -178,14 +178,17 @@ impl LocalFs {
         self.set_attrs(fd, &stat, &rest)
     }
 
-    /// Finishes a create-like operation on `path_fd`, the new object.
+    /// Finishes a create-like operation on `path_fd`, the new object of
+    /// type `kind`, committed with its attributes.
     fn finish_new(
         &self,
         path_fd: OwnedFd,
+        kind: RawType,
         mode: u32,
         set: &SetAttr,
     ) -> FsResult<(BackendHandle, Attr)> {
         self.set_new_attrs(path_fd.as_fd(), mode, set)?;
+        self.commit_metadata(path_fd.as_fd(), kind)?;
         self.describe_path(path_fd)
     }
 
@@ -201,6 +204,7 @@ impl LocalFs {
             truncate(fd.as_fd(), size)?;
         }
         self.set_new_attrs(fd.as_fd(), mode, set)?;
+        self.commit_metadata(fd.as_fd(), RawType::RegularFile)?;
         let stat = rfs::fstat(&fd).map_err(errno)?;
         let (fh, attr) = self.describe(fd.as_fd(), &stat)?;
         if !self.privileged() {
@@ -301,6 +305,7 @@ impl LocalFs {
         // opened through another name, whose directory alone is told.
         self.forget_attrs(stat.st_ino);
         truncated?;
+        self.commit_metadata(file.fd.as_fd(), RawType::RegularFile)?;
         let stat = rfs::fstat(&file.fd).map_err(errno)?;
         Ok((fh, self.attr(&stat)))
     }
@@ -320,7 +325,7 @@ impl LocalFs {
             if let Some(fh) = victim {
                 self.forget_if_gone(&fh);
             }
-            Ok(())
+            self.commit_metadata(d.fd.as_fd(), RawType::Directory)
         })?;
         Ok(wcc)
     }
@@ -605,7 +610,14 @@ impl Filesystem for LocalFs {
                 let (file, _) = self.open_file(cred, fh, true, Some(&node))?;
                 truncate(file.fd.as_fd(), size)
             })
-            .and_then(|()| self.set_attrs(node.fd.as_fd(), &node.stat, set));
+            .and_then(|()| self.set_attrs(node.fd.as_fd(), &node.stat, set))
+            .and_then(|()| {
+                if *set == SetAttr::default() {
+                    return Ok(());
+                }
+                let kind = RawType::from_raw_mode(node.stat.st_mode);
+                self.commit_metadata(node.fd.as_fd(), kind)
+            });
         self.forget_attrs(node.stat.st_ino);
         let wcc = Wcc {
             before,
@@ -723,8 +735,11 @@ impl Filesystem for LocalFs {
     ) -> Result<Created, (FsError, Wcc)> {
         self.check_writable().map_err(no_wcc)?;
         check_name(name, FsError::Exist).map_err(no_wcc)?;
-        let ((handle, attr), dir_wcc) =
-            self.in_dir(dir, |d| self.create_file(cred, d.fd.as_fd(), name, how))?;
+        let ((handle, attr), dir_wcc) = self.in_dir(dir, |d| {
+            let created = self.create_file(cred, d.fd.as_fd(), name, how)?;
+            self.commit_metadata(d.fd.as_fd(), RawType::Directory)?;
+            Ok(created)
+        })?;
         Ok(Created {
             handle,
             attr,
@@ -752,7 +767,9 @@ impl Filesystem for LocalFs {
                     Mode::empty(),
                 )
                 .map_err(errno)?;
-            self.finish_new(fd, mode, attr)
+            let created = self.finish_new(fd, RawType::Directory, mode, attr)?;
+            self.commit_metadata(d.fd.as_fd(), RawType::Directory)?;
+            Ok(created)
         })?;
         Ok(Created {
             handle,
@@ -791,6 +808,8 @@ impl Filesystem for LocalFs {
                 ..*attr
             };
             self.set_attrs(fd.as_fd(), &stat, &rest)?;
+            // The link itself has no descriptor to sync (`durable.rs`).
+            self.commit_metadata(d.fd.as_fd(), RawType::Directory)?;
             self.describe_path(fd)
         })?;
         Ok(Created {
@@ -826,7 +845,9 @@ impl Filesystem for LocalFs {
                 size: None,
                 ..*attr
             };
-            self.finish_new(fd, mode, &set)
+            let created = self.finish_new(fd, kind, mode, &set)?;
+            self.commit_metadata(d.fd.as_fd(), RawType::Directory)?;
+            Ok(created)
         })?;
         Ok(Created {
             handle,
@@ -871,7 +892,20 @@ impl Filesystem for LocalFs {
         })?;
         let to_before = Some(WccAttr::from(&self.attr(&to.stat)));
         let victim = self.child_handle(to.fd.as_fd(), to_name);
-        let result = rfs::renameat(&from.fd, from_name, &to.fd, to_name);
+        let renamed = rfs::renameat(&from.fd, from_name, &to.fd, to_name).map_err(errno);
+        if renamed.is_ok() {
+            if let Some(fh) = victim {
+                self.forget_if_gone(&fh);
+            }
+        }
+        let result = renamed.and_then(|()| {
+            self.commit_metadata(to.fd.as_fd(), RawType::Directory)?;
+            let same_dir = (from.stat.st_dev, from.stat.st_ino) == (to.stat.st_dev, to.stat.st_ino);
+            if same_dir {
+                return Ok(());
+            }
+            self.commit_metadata(from.fd.as_fd(), RawType::Directory)
+        });
         let from_wcc = Wcc {
             before: from_before,
             after: self.attr_of(&from.fd),
@@ -881,13 +915,8 @@ impl Filesystem for LocalFs {
             after: self.attr_of(&to.fd),
         };
         match result {
-            Ok(()) => {
-                if let Some(fh) = victim {
-                    self.forget_if_gone(&fh);
-                }
-                Ok((from_wcc, to_wcc))
-            }
-            Err(e) => Err((errno(e), from_wcc, to_wcc)),
+            Ok(()) => Ok((from_wcc, to_wcc)),
+            Err(e) => Err((e, from_wcc, to_wcc)),
         }
     }
 
@@ -916,7 +945,8 @@ impl Filesystem for LocalFs {
                 ),
                 other => other,
             }
-            .map_err(errno)
+            .map_err(errno)?;
+            self.commit_metadata(d.fd.as_fd(), RawType::Directory)
         });
         self.forget_attrs(file.stat.st_ino);
         let file_attr = self.attr_of(&file.fd);
@@ -984,11 +1014,13 @@ impl Filesystem for LocalFs {
         let before = Some(WccAttr::from(&self.attr(&stat)));
         // The whole file: COMMIT may always do more than asked. A file's
         // concurrent COMMITs share fsyncs (group commit).
-        let synced = file.sync.sync(|| rfs::fsync(&file.fd));
-        let result = synced.map_err(|e| {
-            self.write_failed(e);
-            errno(e)
-        });
+        // A failure moves the verifier before the group's lock is let go:
+        // the `fsync` that failed consumed the error, so a COMMIT leading
+        // the next one would succeed, and must then see the new verifier.
+        let synced = file
+            .sync
+            .sync(|| rfs::fsync(&file.fd).inspect_err(|&e| self.write_failed(e)));
+        let result = synced.map_err(errno);
         let wcc = Wcc {
             before,
             after: self.attr_of(&file.fd),
