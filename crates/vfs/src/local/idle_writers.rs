@@ -38,6 +38,15 @@
 //! then run with no lock held. A descriptor in use is looked at again at
 //! the next wake. A call that wants the file after the scan took it opens
 //! it again, as after an eviction.
+//!
+//! **Evicted writers.** A writable descriptor the cache lets go of on a
+//! call's path (evicted by another file, or replaced by one that can do
+//! more) is not closed there unflushed, which would leave its inode free
+//! to leave the kernel's cache with a write-back error that no later
+//! `fsync` could then report: it goes to the backend's [`Retired`] list,
+//! which the sweep flushes and closes like an idle writer at its next wake
+//! (once no call holds it). The list is bounded ([`RETIRED_MAX`]); past
+//! that, the call that evicted flushes and closes the descriptor itself.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -62,9 +71,52 @@ pub(super) fn now() -> u32 {
     NOW.load(Ordering::Relaxed)
 }
 
+/// Most evicted writers waiting for the sweep, per backend: each holds a
+/// descriptor beyond the cache's bound.
+pub(super) const RETIRED_MAX: usize = 256;
+
+/// Writable descriptors the open-file cache let go of, waiting for the
+/// sweep to flush and close them (see *Evicted writers* above).
+#[derive(Debug, Default)]
+pub(super) struct Retired(Mutex<Vec<Arc<OpenFile>>>);
+
+impl Retired {
+    /// Takes `file` to be flushed and closed by the sweep; gives it back
+    /// when [`RETIRED_MAX`] already wait.
+    pub(super) fn push(&self, file: Arc<OpenFile>) -> Result<(), Arc<OpenFile>> {
+        let mut list = self.lock();
+        if list.len() >= RETIRED_MAX {
+            return Err(file);
+        }
+        list.push(file);
+        Ok(())
+    }
+
+    /// How many wait.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<OpenFile>>> {
+        // Nothing under the lock panics; the list stays consistent.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Flushes `file` (`fdatasync`) and closes it, unless another reference
+/// keeps it open; moves `verifier` if the flush fails, as a failed COMMIT.
+pub(super) fn flush_and_close(file: Arc<OpenFile>, verifier: &AtomicU64) {
+    if let Err(e) = rfs::fdatasync(&file.fd) {
+        super::write_failed(verifier, e);
+    }
+    drop(file);
+}
+
 /// What the sweeper needs of one backend.
 struct Backend {
     files: Weak<ClockCache<Arc<OpenFile>>>,
+    retired: Weak<Retired>,
     verifier: Weak<AtomicU64>,
     /// Ticks a descriptor must have gone unused before it is closed.
     idle_ticks: u32,
@@ -104,12 +156,14 @@ pub(super) fn idle_ticks(idle: Duration) -> u32 {
 /// registration tries again).
 pub(super) fn register(
     files: &Arc<ClockCache<Arc<OpenFile>>>,
+    retired: &Arc<Retired>,
     verifier: &Arc<AtomicU64>,
     idle: Duration,
 ) {
     let mut reg = registry();
     reg.backends.push(Backend {
         files: Arc::downgrade(files),
+        retired: Arc::downgrade(retired),
         verifier: Arc::downgrade(verifier),
         idle_ticks: idle_ticks(idle),
     });
@@ -139,31 +193,51 @@ fn run() {
             }
             // Taken out of the lock, so a backend opening meanwhile does not
             // wait for flushes.
-            live.extend(
-                reg.backends
-                    .iter()
-                    .map(|b| (b.files.clone(), b.verifier.clone(), b.idle_ticks)),
-            );
+            live.extend(reg.backends.iter().map(|b| {
+                (
+                    b.files.clone(),
+                    b.retired.clone(),
+                    b.verifier.clone(),
+                    b.idle_ticks,
+                )
+            }));
         }
         let mut taken = Vec::new();
-        for (files, verifier, idle) in live.drain(..) {
-            if let (Some(files), Some(verifier)) = (files.upgrade(), verifier.upgrade()) {
-                sweep(&files, &verifier, idle, &mut taken);
+        for (files, retired, verifier, idle) in live.drain(..) {
+            if let (Some(files), Some(retired), Some(verifier)) =
+                (files.upgrade(), retired.upgrade(), verifier.upgrade())
+            {
+                sweep(&files, &retired, &verifier, idle, &mut taken);
             }
         }
     }
 }
 
 /// Takes out of `files` every writable descriptor unused for `idle_ticks`
-/// that no call holds, then flushes and closes each (no lock held),
-/// moving `verifier` as a failed COMMIT does if a flush fails. `taken` is
-/// scratch space, left empty.
+/// that no call holds, and out of `retired` every one no call holds, then
+/// flushes and closes each (no lock held), moving `verifier` as a failed
+/// COMMIT does if a flush fails. `taken` is scratch space, left empty.
 pub(super) fn sweep(
     files: &ClockCache<Arc<OpenFile>>,
+    retired: &Retired,
     verifier: &AtomicU64,
     idle_ticks: u32,
     taken: &mut Vec<Arc<OpenFile>>,
 ) {
+    {
+        // A retired descriptor is referenced only by the list and by calls
+        // that got it from the cache before it left, so a count of 1 stays
+        // 1 (as below).
+        let mut list = retired.lock();
+        let mut i = 0;
+        while i < list.len() {
+            if Arc::strong_count(&list[i]) == 1 {
+                taken.push(list.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+    }
     let now = now();
     files.take_if(
         |file| {
@@ -181,10 +255,6 @@ pub(super) fn sweep(
         taken,
     );
     for file in taken.drain(..) {
-        if let Err(e) = rfs::fdatasync(&file.fd) {
-            super::write_failed(verifier, e);
-        }
-        // Closed here, after the flush.
-        drop(file);
+        flush_and_close(file, verifier);
     }
 }

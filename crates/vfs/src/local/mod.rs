@@ -110,14 +110,11 @@
 //! its error before a later `fsync` on a new descriptor could report it (as
 //! knfsd's `nfsd_file_free`). A descriptor some call holds is never closed
 //! under it; the sweeper looks again a second later. A writable descriptor
-//! the cache *evicts* (a full cache) is closed without that flush: an
-//! evicted descriptor may still be in use by a call, and the eviction
-//! happens on a call's path. Its dirty pages stay with the inode, which they
-//! pin until written back, and a write-back error not yet seen is reported
-//! to the next `fsync` of the file on any descriptor (Linux >= 4.13), which
-//! the client's COMMIT makes. The window this leaves (the pages written back,
-//! with an error, and the inode dropped before the COMMIT) is the one knfsd
-//! closes with its flush; here only eviction under pressure leaves it open.
+//! the cache *evicts* (a full cache) or replaces on a call's path is not
+//! closed there: it waits, open, for the sweeper to flush and close it the
+//! same way at its next wake, once no call holds it (at most 256 wait per
+//! export; past that the evicting call flushes it itself; see
+//! `idle_writers.rs`, *Evicted writers*).
 //! The sweep (`idle_writers.rs`) is one background thread for the process,
 //! however many exports: once a second it scans every export's cache,
 //! O(cached descriptors), one cache shard locked at a time, and flushes and
@@ -305,8 +302,9 @@ pub struct LocalOptions {
     /// on the server (no `ETXTBSY`) and leased. A background sweep, once a
     /// second, closes it between `ceil(idle)` and `ceil(idle) + 1` seconds
     /// after its last use. Default 2 s, as knfsd's file cache. `None` keeps
-    /// such descriptors until the cache evicts them. See *Open files and
-    /// durability* in the module docs.
+    /// such descriptors until the cache evicts them, and then closes them
+    /// unflushed (no sweeper runs). See *Open files and durability* in the
+    /// module docs.
     pub idle_writer_close: Option<Duration>,
     /// Commit every change to a directory's entries, and to an object's
     /// attributes, to stable storage (`fsync`) before answering, as RFC 1813
@@ -417,6 +415,11 @@ pub struct LocalFs {
     /// Descriptors opened for reading or writing, by handle. Shared with
     /// the idle-writer sweeper (`idle_writers.rs`), which holds it weakly.
     open_files: Arc<ClockCache<Arc<OpenFile>>>,
+    /// Writable descriptors the cache let go of, for the sweeper to flush
+    /// and close (`idle_writers.rs`, *Evicted writers*).
+    retired: Arc<idle_writers::Retired>,
+    /// Whether a sweeper serves `retired` (`idle_writer_close` set).
+    flush_retired: bool,
     /// Directory listings left part way, by handle and resume cookie.
     dir_streams: ClockCache<DirStream, StreamKey>,
     /// READDIRPLUS: each listed inode's handle with the `ctime` it had then
@@ -694,8 +697,10 @@ impl LocalFs {
         })));
         let verifier = Arc::new(AtomicU64::new(u64::from_ne_bytes(verifier)));
         // A read-only export never opens a file for writing.
-        if let Some(idle) = options.idle_writer_close.filter(|_| !read_only) {
-            idle_writers::register(&open_files, &verifier, idle);
+        let retired = Arc::new(idle_writers::Retired::default());
+        let sweeper = options.idle_writer_close.filter(|_| !read_only);
+        if let Some(idle) = sweeper {
+            idle_writers::register(&open_files, &retired, &verifier, idle);
         }
         Ok(Self {
             path: owned(),
@@ -708,6 +713,8 @@ impl LocalFs {
             privileged,
             paths,
             open_files,
+            retired,
+            flush_retired: sweeper.is_some(),
             dir_streams: ClockCache::new(options.dir_streams.min(fd_limit / 16)),
             inode_handles: ClockCache::new(options.inode_handles),
             dir_sizes: ClockCache::new(DIR_SIZES),
@@ -1080,9 +1087,23 @@ impl LocalFs {
             .get(fh)
             .is_none_or(|f| rank(&file) > rank(&f));
         if better {
-            drop(self.open_files.insert(*fh, Arc::clone(&file)));
+            self.let_go(self.open_files.insert(*fh, Arc::clone(&file)));
         }
         Ok((file, node.stat))
+    }
+
+    /// Disposes of what the open-file cache gave back on an insert (the
+    /// descriptor replaced or evicted): a writable one is flushed before it
+    /// closes, by the sweeper (`idle_writers.rs`, *Evicted writers*), or
+    /// here when the sweeper's list is full. Without a sweeper
+    /// (`idle_writer_close: None`) it closes at once, unflushed.
+    fn let_go(&self, old: Option<Arc<OpenFile>>) {
+        let Some(file) = old.filter(|f| f.writable && self.flush_retired) else {
+            return;
+        };
+        if let Err(file) = self.retired.push(file) {
+            idle_writers::flush_and_close(file, &self.verifier);
+        }
     }
 
     /// May the caller access `fd` with `want` (`R_OK`/`W_OK`)? The owner always
@@ -1223,7 +1244,13 @@ mod tests {
         let verifier = fs.write_verifier();
         let sweep = |idle_ticks| {
             let mut taken = Vec::new();
-            idle_writers::sweep(&fs.open_files, &fs.verifier, idle_ticks, &mut taken);
+            idle_writers::sweep(
+                &fs.open_files,
+                &fs.retired,
+                &fs.verifier,
+                idle_ticks,
+                &mut taken,
+            );
             assert!(taken.is_empty());
             fs.open_files.contains(&fh)
         };
@@ -1276,8 +1303,59 @@ mod tests {
         let file = Arc::new(OpenFile::new(OwnedFd::from(socket), false, true));
         drop(fs.open_files.insert(fh, file));
         let mut taken = Vec::new();
-        idle_writers::sweep(&fs.open_files, &fs.verifier, 0, &mut taken);
+        idle_writers::sweep(&fs.open_files, &fs.retired, &fs.verifier, 0, &mut taken);
         assert!(!fs.open_files.contains(&fh));
+        assert_ne!(fs.write_verifier(), verifier);
+    }
+
+    /// A writable descriptor the open-file cache evicts on a call's path is
+    /// not closed there unflushed: it waits for the sweep (`idle_writers.rs`,
+    /// *Evicted writers*), which flushes and closes it once no call holds
+    /// it; a flush that fails moves the verifier.
+    #[test]
+    fn evicted_writers_wait_for_the_sweep_to_flush_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = LocalOptions {
+            // One descriptor per shard: every further file evicts one.
+            open_files: 1,
+            idle_writer_close: None,
+            ..LocalOptions::default()
+        };
+        let mut fs = LocalFs::open(dir.path(), options).unwrap();
+        // As with a sweeper running; the test sweeps.
+        fs.flush_retired = true;
+        let root = Cred::root();
+        let files = 64;
+        for i in 0..files {
+            let name = format!("f{i}");
+            let how = CreateHow::Guarded(SetAttr::default());
+            let fh = fs.create(&root, &fs.root(), name.as_bytes(), &how).unwrap();
+            fs.write(&root, &fh.handle, 0, b"data", Stability::Unstable)
+                .unwrap();
+        }
+        let cached = fs.open_files.len();
+        assert!(cached < files, "nothing was evicted");
+        assert_eq!(
+            fs.retired.len(),
+            files - cached,
+            "evicted writers were closed unflushed"
+        );
+        // One held by a call stays until the call lets go.
+        let held = Arc::clone(&fs.retired.lock()[0]);
+        let verifier = fs.write_verifier();
+        let mut taken = Vec::new();
+        idle_writers::sweep(&fs.open_files, &fs.retired, &fs.verifier, 1000, &mut taken);
+        assert_eq!(fs.retired.len(), 1);
+        assert_eq!(fs.write_verifier(), verifier, "a good flush moved it");
+        drop(held);
+        idle_writers::sweep(&fs.open_files, &fs.retired, &fs.verifier, 1000, &mut taken);
+        assert_eq!(fs.retired.len(), 0);
+
+        // A flush that fails (a socket's `fdatasync`: EINVAL) moves it.
+        let (socket, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let file = Arc::new(OpenFile::new(OwnedFd::from(socket), false, true));
+        fs.let_go(Some(file));
+        idle_writers::sweep(&fs.open_files, &fs.retired, &fs.verifier, 1000, &mut taken);
         assert_ne!(fs.write_verifier(), verifier);
     }
 
