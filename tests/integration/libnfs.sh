@@ -104,7 +104,13 @@ eq "nfs-ls -s summary" "$(nfs-ls -s "$root_url" 2>&1 | grep -c 'bytes free')" "1
 # server may answer from its caches.
 if [ "$host_changes" = 1 ] && [ -n "$export_dir" ]; then
   f="$tag-host"
-  ls_field() { nfs-ls "$root_url" 2>&1 | awk -v f="$1" -v n="$2" '$NF == f { print $n }'; }
+  # Field N of the line for name F; a failing nfs-ls prints its error instead,
+  # so that no check (an absence least of all) passes on an nfs-ls that failed.
+  ls_field() {
+    local out
+    out=$(nfs-ls "$root_url" 2>&1) || { echo "(nfs-ls failed: $out)"; return; }
+    awk -v f="$1" -v n="$2" '$NF == f { print $n }' <<<"$out"
+  }
   printf 'x' > "$export_dir/$f"
   eq "a file made on the host is listed" "$(ls_field "$f" 5)" "1"
   eq "and listed again" "$(ls_field "$f" 5)" "1"
@@ -122,15 +128,25 @@ fi
 sv=$("$nfs_stat" -f "$(url "$tag-text")" 2>&1)
 blocks=$(echo "$sv" | field blocks) bfree=$(echo "$sv" | field bfree)
 if [ "${blocks:-0}" -gt 0 ] && [ "$bfree" -le "$blocks" ]; then ok "nfs-stat -f (FSSTAT): $sv"; else bad "nfs-stat -f (FSSTAT)" "$sv"; fi
-if "$nfs_stat" "$(url "$tag-missing")" >/dev/null 2>&1; then bad "stat of a missing file fails"; else ok "stat of a missing file fails"; fi
-if nfs-cp "$(url "$tag-missing")" "$work/missing" >/dev/null 2>&1; then bad "nfs-cp of a missing file fails"; else ok "nfs-cp of a missing file fails"; fi
+# Failing is not enough (a dead server fails too): the error must be NOENT.
+missing() { # NAME CMD...: CMD must fail with NFS3ERR_NOENT
+  local name=$1 out; shift
+  if out=$("$@" 2>&1); then bad "$name" "it succeeded: $out"
+  elif [[ "$out" == *NFS3ERR_NOENT* ]]; then ok "$name"
+  else bad "$name" "not NFS3ERR_NOENT: $out"; fi
+}
+missing "stat of a missing file fails with NOENT" "$nfs_stat" "$(url "$tag-missing")"
+missing "nfs-cp of a missing file fails with NOENT" nfs-cp "$(url "$tag-missing")" "$work/missing"
 
 # Cleanup through libnfs (REMOVE), then the names must be gone.
 for n in $names odd2; do
   "$nfs_stat" -u "$(url "$tag-$n")" >/dev/null 2>&1 || bad "unlink $tag-$n"
 done
-left=$(nfs-ls "$root_url" 2>&1 | grep -c "$tag" || true)
-eq "all test files removed" "$left" "0"
+if out=$(nfs-ls "$root_url" 2>&1); then
+  eq "all test files removed" "$(grep -c "$tag" <<<"$out")" "0"
+else
+  bad "all test files removed" "nfs-ls failed: $out"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

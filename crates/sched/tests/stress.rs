@@ -1,8 +1,10 @@
 //! Millions of enqueues from many producers while the thread count changes
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
-//! at random: every item is processed exactly once, and no thread sleeps
-//! while work is pending. Release builds run 2,000,000 items per policy
-//! run; debug builds 100,000. `RNFS_STRESS_ITEMS` overrides.
+//! at random: every item is processed exactly once. Then, with the thread
+//! count fixed (no resizes, no idle timeouts: nothing else wakes a thread),
+//! short bursts each of which must drain: no thread sleeps while work is
+//! pending. Release builds run 2,000,000 items per policy run; debug builds
+//! 100,000. `RNFS_STRESS_ITEMS` overrides.
 
 mod common;
 
@@ -32,9 +34,15 @@ fn rng(seed: &mut u64) -> u64 {
     *seed
 }
 
+/// Bursts in the final phase, each of 1 to 16 items.
+const BURSTS: usize = 1_000;
+/// How long a burst (or the resized run) may go without progress.
+const STALL: Duration = Duration::from_secs(10);
+
 fn run(policy: Policy, max_waking: usize, total: usize) {
     const PRODUCERS: usize = 6;
     const TASKS: usize = 256;
+    let capacity = total + BURSTS * 16;
     let config = Config {
         policy,
         max_waking,
@@ -44,7 +52,7 @@ fn run(policy: Policy, max_waking: usize, total: usize) {
         idle_timeout: Duration::from_millis(20),
         ..Config::default()
     };
-    let s = Scheduler::start(config, Counting::new(total, Duration::ZERO)).unwrap();
+    let s = Scheduler::start(config, Counting::new(capacity, Duration::ZERO)).unwrap();
     let tasks: Arc<Vec<_>> = Arc::new(
         (0..TASKS)
             .map(|_| s.new_task(Inbox::default(), 0))
@@ -97,8 +105,8 @@ fn run(policy: Policy, max_waking: usize, total: usize) {
         p.join().unwrap();
     }
 
-    // No thread asleep while work is pending: completion must keep making
-    // progress; a lost wake-up shows as a stall with every thread idle.
+    // The resized run must complete. (Not a lost wake-up check: each resize
+    // wakes or starts threads, which would rescue one within microseconds.)
     let mut last = (processed(&s), Instant::now());
     while processed(&s) < total {
         std::thread::sleep(Duration::from_millis(5));
@@ -108,7 +116,7 @@ fn run(policy: Policy, max_waking: usize, total: usize) {
             continue;
         }
         assert!(
-            last.1.elapsed() < Duration::from_secs(10),
+            last.1.elapsed() < STALL,
             "{policy}: stalled at {now}/{total} with work pending: {:?}",
             s.stats().pools
         );
@@ -117,10 +125,52 @@ fn run(policy: Policy, max_waking: usize, total: usize) {
     resizer.join().unwrap();
     let resizes = resizes.load(Ordering::SeqCst);
 
+    // No thread asleep while work is pending. The thread count is fixed now,
+    // so no resize and no idle timeout wakes anyone: only enqueues do. Each
+    // burst lands after the pool has (most likely) gone to sleep, and must
+    // drain; a lost wake-up leaves its items pending for ever.
+    let fixed = 2 * s.pools();
+    s.set_threads(fixed).unwrap();
+    assert!(
+        common::wait_until(STALL, || s
+            .stats()
+            .pools
+            .iter()
+            .map(|p| p.threads)
+            .sum::<u64>()
+            == fixed as u64),
+        "{policy}: the pools did not shrink to {fixed} threads: {:?}",
+        s.stats().pools
+    );
+    let mut seed = 0x5851_F42D_4C95_7F2Du64;
+    let mut next = total;
+    for burst in 0..BURSTS {
+        let r = rng(&mut seed);
+        // Let the threads fall asleep (most bursts) or catch them going to.
+        std::thread::sleep(Duration::from_micros(r % 200));
+        for _ in 0..1 + (r >> 8) % 16 {
+            let t = &tasks[(rng(&mut seed) % TASKS as u64) as usize];
+            push(s.enqueuer(), t, next as u64);
+            next += 1;
+        }
+        let start = Instant::now();
+        while processed(&s) < next {
+            assert!(
+                start.elapsed() < STALL,
+                "{policy}: burst {burst} stalled at {}/{next} with {fixed} threads, \
+                 no resizes: a lost wake-up: {:?}",
+                processed(&s),
+                s.stats().pools
+            );
+            std::thread::yield_now();
+        }
+    }
+
     let duplicates = s
         .handler()
         .seen
         .iter()
+        .take(next)
         .filter(|c| c.load(Ordering::SeqCst) != 1)
         .count();
     assert_eq!(duplicates, 0, "{policy}: items not processed exactly once");
@@ -133,7 +183,11 @@ fn run(policy: Policy, max_waking: usize, total: usize) {
         resizes >= expected,
         "only {resizes} resizes, expected {expected}"
     );
-    eprintln!("{policy} max_waking={max_waking}: {total} items, {resizes} resizes, {st:?}");
+    eprintln!(
+        "{policy} max_waking={max_waking}: {total} items, {resizes} resizes, then {} in \
+         {BURSTS} bursts: {st:?}",
+        next - total
+    );
 }
 
 #[test]

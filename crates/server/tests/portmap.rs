@@ -1,7 +1,8 @@
 //! The port mapper over TCP: every procedure of versions 2–4 encoded and decoded by
 //! hand against a real server, the registration policy, and the rpcbind client
 //! (against our own port mapper here; against the host's rpcbind and `rpcinfo` in
-//! the `#[ignore]`d tests at the end, which need root and a free port 111).
+//! the `#[ignore]`d tests at the end, which need root and a free port 111; ci/test.sh
+//! runs them with `--ignored`).
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod common;
@@ -639,6 +640,23 @@ fn port_111_free() -> bool {
     std::net::TcpListener::bind("127.0.0.1:111").is_ok()
 }
 
+/// Both tests below want port 111 to themselves: run them one at a time even
+/// when the harness runs tests in parallel.
+static PORT_111: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Skips the test (returns true after saying why), except under CI
+/// (`RNFS_CI=1`, set by ci/test.sh, or `CI=1`/`CI=true`), which provides all of
+/// it, so there a missing requirement is a failure rather than a silent pass.
+fn skip(reason: &str) -> bool {
+    let set = |name: &str| matches!(std::env::var(name).as_deref(), Ok("1" | "true"));
+    assert!(
+        !set("RNFS_CI") && !set("CI"),
+        "under CI, not skipping: {reason}"
+    );
+    println!("skipped: {reason}");
+    true
+}
+
 fn rpcinfo(args: &[&str]) -> String {
     let out = Command::new("rpcinfo").args(args).output().unwrap();
     format!(
@@ -665,14 +683,14 @@ fn listed(rpcinfo_p: &str, prog: u32, vers: u32, proto: &str, port: u16) -> bool
 #[test]
 #[ignore = "needs root, the rpcbind and rpcinfo tools, and port 111 free"]
 fn real_rpcbind_accepts_our_registrations() {
-    if !have("rpcbind") || !have("rpcinfo") {
-        println!("skipped: rpcbind or rpcinfo not installed");
+    let _port_111 = PORT_111.lock().unwrap_or_else(|e| e.into_inner());
+    if (!have("rpcbind") || !have("rpcinfo")) && skip("rpcbind or rpcinfo not installed") {
         return;
     }
-    if !port_111_free()
-        || std::os::unix::net::UnixStream::connect(rnfs_server::portmap::RPCBIND_SOCKET).is_ok()
+    if (!port_111_free()
+        || std::os::unix::net::UnixStream::connect(rnfs_server::portmap::RPCBIND_SOCKET).is_ok())
+        && skip("an rpcbind (or something) already uses port 111")
     {
-        println!("skipped: an rpcbind (or something) already uses port 111");
         return;
     }
     let mut rpcbind = Command::new("rpcbind").arg("-f").spawn().unwrap();
@@ -739,12 +757,11 @@ fn real_rpcbind_accepts_our_registrations() {
 #[test]
 #[ignore = "needs root, rpcinfo, and port 111 free"]
 fn rpcinfo_reads_our_port_mapper_on_port_111() {
-    if !have("rpcinfo") {
-        println!("skipped: rpcinfo not installed");
+    let _port_111 = PORT_111.lock().unwrap_or_else(|e| e.into_inner());
+    if !have("rpcinfo") && skip("rpcinfo not installed") {
         return;
     }
-    if !port_111_free() {
-        println!("skipped: port 111 is in use");
+    if !port_111_free() && skip("port 111 is in use") {
         return;
     }
     let registry = Arc::new(PortRegistry::new());

@@ -180,10 +180,12 @@ fn ipv4_and_ipv6_wildcards_share_a_port() {
         SocketAddr::from(([0, 0, 0, 0], port)),
         SocketAddr::from(([0u16; 8], port)),
     ];
+    // Where the host has an IPv6 loopback, the IPv6 side must bind and serve.
+    let ipv6 = std::net::TcpListener::bind((std::net::Ipv6Addr::LOCALHOST, 0)).is_ok();
     let server = match Server::start(config) {
         Ok(server) => server,
-        Err(ServerError::Bind { addr, source }) if addr.is_ipv6() => {
-            println!("skipped: cannot bind {addr}: {source}");
+        Err(ServerError::Bind { addr, source }) if addr.is_ipv6() && !ipv6 => {
+            println!("skipped: no IPv6 loopback here; cannot bind {addr}: {source}");
             return;
         }
         Err(e) => panic!("{e}"),
@@ -193,10 +195,14 @@ fn ipv4_and_ipv6_wildcards_share_a_port() {
         1,
         NFS,
     );
-    if let Ok(mut s) =
-        std::net::TcpStream::connect(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port)))
-    {
-        null_ok(&mut s, 2, MOUNT);
+    if ipv6 {
+        null_ok(
+            &mut connect(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port))),
+            2,
+            MOUNT,
+        );
+    } else {
+        println!("skipped the IPv6 side: no IPv6 loopback here");
     }
     drop(server);
 }
