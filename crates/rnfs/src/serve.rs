@@ -46,7 +46,9 @@ so UNSTABLE writes no COMMIT covered reach the disk), and rnfs exits with status
 If that takes longer than --shutdown-timeout, rnfs logs a warning and exits with \
 status 0 anyway: the stop was asked for and done, and a \
 failure status would make systemd's Restart=on-failure start it again (keep \
-TimeoutStopSec above --shutdown-timeout). A flush that fails exits with status 1. \
+TimeoutStopSec above --shutdown-timeout). A flush that fails (syncfs reports a \
+write-back error not seen before) exits with status 1. Either way, the write \
+verifier changes at the next start, so clients send again what no COMMIT covered. \
 After a restart with the same --state-dir, clients' file handles stay valid.
 
 A running server is watched with `rnfs stats` and changed with `rnfs admin` \
