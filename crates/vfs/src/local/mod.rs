@@ -1087,20 +1087,28 @@ impl LocalFs {
             .get(fh)
             .is_none_or(|f| rank(&file) > rank(&f));
         if better {
-            self.let_go(self.open_files.insert(*fh, Arc::clone(&file)));
+            self.let_go(self.open_files.insert(*fh, Arc::clone(&file)), &node.stat);
         }
         Ok((file, node.stat))
     }
 
-    /// Disposes of what the open-file cache gave back on an insert (the
-    /// descriptor replaced or evicted): a writable one is flushed before it
-    /// closes, by the sweeper (`idle_writers.rs`, *Evicted writers*), or
-    /// here when the sweeper's list is full. Without a sweeper
-    /// (`idle_writer_close: None`) it closes at once, unflushed.
-    fn let_go(&self, old: Option<Arc<OpenFile>>) {
+    /// Disposes of what the open-file cache gave back on inserting a
+    /// descriptor of `inserted` (the one it replaced, or one it evicted): a
+    /// writable one of another file is flushed before it closes, by the
+    /// sweeper (`idle_writers.rs`, *Evicted writers*), or here when the
+    /// sweeper's list is full. One of the same file closes at once: the new
+    /// descriptor keeps the inode, and its write-back errors, for the next
+    /// `fsync`. Without a sweeper (`idle_writer_close: None`) it closes at
+    /// once, unflushed.
+    fn let_go(&self, old: Option<Arc<OpenFile>>, inserted: &Stat) {
         let Some(file) = old.filter(|f| f.writable && self.flush_retired) else {
             return;
         };
+        let same_file = rfs::fstat(&file.fd)
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == (inserted.st_dev, inserted.st_ino));
+        if same_file {
+            return;
+        }
         if let Err(file) = self.retired.push(file) {
             idle_writers::flush_and_close(file, &self.verifier);
         }
@@ -1354,7 +1362,8 @@ mod tests {
         // A flush that fails (a socket's `fdatasync`: EINVAL) moves it.
         let (socket, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
         let file = Arc::new(OpenFile::new(OwnedFd::from(socket), false, true));
-        fs.let_go(Some(file));
+        let other = rfs::stat(dir.path()).unwrap();
+        fs.let_go(Some(file), &other);
         idle_writers::sweep(&fs.open_files, &fs.retired, &fs.verifier, 1000, &mut taken);
         assert_ne!(fs.write_verifier(), verifier);
     }

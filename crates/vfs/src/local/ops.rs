@@ -212,7 +212,7 @@ impl LocalFs {
             self.remember(fh, Arc::new(path_fd));
         }
         let file = Arc::new(OpenFile::new(fd, true, true));
-        self.let_go(self.open_files.insert(fh, file));
+        self.let_go(self.open_files.insert(fh, file), &stat);
         Ok((fh, attr))
     }
 
