@@ -21,7 +21,7 @@ use crate::attr::{self, data_changed, decode_dev, to_fuse};
 use crate::cred::Credentials;
 use crate::data::OpenFile;
 use crate::flusher::{self, FlushQueue, FlusherHandle};
-use crate::inode::{InodeTable, OpenState, Silly};
+use crate::inode::{InodeTable, OpenState, Silly, ROOT};
 use crate::options::MountOptions;
 
 /// An errno for a FUSE reply.
@@ -136,6 +136,28 @@ fn described(
         None => nfs.getattr(&fh)?,
     };
     Ok((fh, attr))
+}
+
+/// What a `..` listed without attributes stands for: a directory with its
+/// file id. Nothing reads more: plain READDIR shows the type and node id
+/// only, and the kernel takes nothing from the `.` and `..` of a
+/// READDIRPLUS reply (`fuse_direntplus_link`), sent with no cache time.
+fn dotdot_attr(fileid: u64) -> Fattr3 {
+    Fattr3 {
+        ftype: Ftype3::Dir,
+        mode: 0o555,
+        nlink: 2,
+        uid: 0,
+        gid: 0,
+        size: 0,
+        used: 0,
+        rdev: Default::default(),
+        fsid: 0,
+        fileid,
+        atime: Default::default(),
+        mtime: Default::default(),
+        ctime: Default::default(),
+    }
 }
 
 fn sattr_mode(mode: u32) -> Sattr3 {
@@ -1097,7 +1119,11 @@ impl Core {
         for e in page.entries {
             let (fh, attr) = match (e.handle, e.attr) {
                 (Some(fh), Some(attr)) => (fh, attr),
-                _ if e.name == b"." || e.name == b".." => continue,
+                // rnfs lists `..` with neither (its handle would cost the
+                // server a walk up to the export root per listing), knfsd
+                // at the export root: still listed, by its file id.
+                _ if e.name == b".." => (FileHandle::default(), dotdot_attr(e.fileid)),
+                _ if e.name == b"." => continue,
                 (handle, attr) => {
                     // The server left them out: ask for them.
                     match described(&nfs, &dir, &e.name, handle, attr) {
@@ -1166,7 +1192,16 @@ impl Core {
         if item.name == b"." {
             return dir_ino;
         }
-        t.ino_of(&item.fh).unwrap_or(item.attr.fileid)
+        if let Some(ino) = t.ino_of(&item.fh) {
+            return ino;
+        }
+        // A `..` listed without a handle: the root's node id if it is the
+        // root, else its file id, the node id a directory usually gets.
+        let root_fileid = t.get(ROOT).map(|n| n.attr.attr.fileid);
+        if item.name == b".." && root_fileid == Some(item.attr.fileid) {
+            return ROOT;
+        }
+        item.attr.fileid
     }
 
     pub(crate) fn statfs(&self, cred: Credential) -> OpResult<rnfs_nfs3::FsstatResOk> {

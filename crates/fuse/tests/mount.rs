@@ -270,6 +270,57 @@ fn large_directory_listing() {
     assert_eq!(fs::read_dir(t.m("made")).unwrap().count(), 300);
 }
 
+/// `.` and `..` are listed, as directories, with the node ids `stat` shows,
+/// though the server sends `..` with no handle or attributes (a handle would
+/// cost it a walk up to the export root on every listing).
+#[test]
+fn dot_entries_are_listed_with_their_node_ids() {
+    if skip("dot_entries_are_listed_with_their_node_ids") {
+        return;
+    }
+    let t = TestMount::new();
+    fs::create_dir_all(t.e("a/b/c")).unwrap();
+    let ino = |rel: &str| fs::metadata(t.m(rel)).unwrap().ino();
+    for (dir, parent) in [("a/b/c", "a/b"), ("a/b", "a"), ("a", "")] {
+        let want = [
+            (".".to_owned(), ino(dir), libc::DT_DIR),
+            ("..".to_owned(), ino(parent), libc::DT_DIR),
+        ];
+        assert_eq!(dot_entries(&t.m(dir)), want, "{dir}");
+    }
+}
+
+/// The `.` and `..` entries `readdir(3)` returns for `dir`: name, `d_ino`
+/// and `d_type`.
+fn dot_entries(dir: &Path) -> Vec<(String, u64, u8)> {
+    let path = cstr(dir);
+    let mut out = Vec::new();
+    // SAFETY: `path` is a C string; the stream is read until its end, each
+    // entry before the next call, and closed once.
+    unsafe {
+        let d = libc::opendir(path.as_ptr());
+        assert!(
+            !d.is_null(),
+            "opendir {dir:?}: {}",
+            std::io::Error::last_os_error()
+        );
+        loop {
+            let e = libc::readdir(d);
+            if e.is_null() {
+                break;
+            }
+            let name = std::ffi::CStr::from_ptr((*e).d_name.as_ptr());
+            let name = name.to_string_lossy().into_owned();
+            if name == "." || name == ".." {
+                out.push((name, (*e).d_ino, (*e).d_type));
+            }
+        }
+        libc::closedir(d);
+    }
+    out.sort();
+    out
+}
+
 /// A file system mounted inside the export: the server lists it without a
 /// handle and refuses its LOOKUP (XDEV); the listing goes on without it
 /// (it once failed whole with EXDEV).

@@ -198,7 +198,10 @@ pub trait Filesystem: Send + Sync + std::fmt::Debug {
     /// `verifier` is the one returned with `cookie` (zeros with cookie 0); a stale
     /// one is [`FsError::BadCookie`]. With `plus`, each entry carries its handle and
     /// attributes where they can be had (an entry that vanished meanwhile has
-    /// none). An entry the sink refused is not consumed: the next call with the
+    /// none), except `..`, which never does (RFC 1813 makes both optional): the
+    /// local backend hands a parent's handle out only after walking `..` up to
+    /// the export root, O(depth), which LOOKUP of `..` pays but no listing
+    /// should. An entry the sink refused is not consumed: the next call with the
     /// last accepted cookie returns it again.
     fn readdir(
         &self,

@@ -291,7 +291,8 @@ pub struct DirEntry<'a> {
     pub name: &'a [u8],
     /// Cookie to resume after this entry.
     pub cookie: u64,
-    /// With `plus`: the handle and attributes, when available.
+    /// With `plus`: the handle and attributes, when available (never for
+    /// `..`).
     pub plus: Option<(BackendHandle, Attr)>,
 }
 

@@ -371,7 +371,8 @@ fn dotdot_and_slashes_stay_inside() {
         assert_eq!(mv.unwrap_err().0, FsError::Inval);
     }
     assert_eq!(lookup(&fs, &r, &[b'x'; 256]), Err(FsError::NameTooLong));
-    // The root's ".." in a listing is the root itself.
+    // The root's ".." in a listing is the root itself, by file id: `..`
+    // carries no handle.
     let mut dotdot = None;
     fs.readdir(&root(), &r, 0, [0; 8], true, &mut |e| {
         if e.name == b".." {
@@ -381,10 +382,12 @@ fn dotdot_and_slashes_stay_inside() {
     })
     .unwrap();
     let root_id = fs.getattr(&root(), &r).unwrap().fileid;
-    assert_eq!(dotdot, Some((root_id, Some(r))));
+    assert_eq!(dotdot, Some((root_id, None)));
 }
 
-/// The `..` entry of a READDIRPLUS of `dir`: its fileid and handle.
+/// The `..` entry of a READDIRPLUS of `dir`: its fileid and handle (which
+/// it never has: see `listings_open_no_dotdot_whatever_the_depth` in
+/// `readdir.rs`).
 fn listed_dotdot(fs: &LocalFs, dir: &BackendHandle) -> (u64, Option<BackendHandle>) {
     let mut dotdot = None;
     fs.readdir(&root(), dir, 0, [0; 8], true, &mut |e| {
@@ -398,7 +401,8 @@ fn listed_dotdot(fs: &LocalFs, dir: &BackendHandle) -> (u64, Option<BackendHandl
 }
 
 /// `..` of nested directories is their parent; of one right under the root,
-/// the root.
+/// the root. A listing names it by file id, with no handle: LOOKUP hands
+/// the handle out after its walk up to the root, which no listing pays.
 #[test]
 fn dotdot_of_nested_directories() {
     let dir = temp_dir();
@@ -412,15 +416,17 @@ fn dotdot_of_nested_directories() {
     assert_eq!(lookup(&fs, &b, b".."), Ok(a));
     assert_eq!(lookup(&fs, &a, b".."), Ok(r));
     let ino = |p: &str| std::fs::metadata(dir.path().join(p)).unwrap().ino();
-    assert_eq!(listed_dotdot(&fs, &c), (ino("a/b"), Some(b)));
-    assert_eq!(listed_dotdot(&fs, &b), (ino("a"), Some(a)));
-    assert_eq!(listed_dotdot(&fs, &a), (ino("."), Some(r)));
+    assert_eq!(listed_dotdot(&fs, &c), (ino("a/b"), None));
+    assert_eq!(listed_dotdot(&fs, &b), (ino("a"), None));
+    assert_eq!(listed_dotdot(&fs, &a), (ino("."), None));
 }
 
 /// A directory moved out of the export keeps its handle, but `..` from it
 /// never leaves the export: LOOKUP says `Stale` and READDIRPLUS's `..` entry
-/// carries no handle. Without the check, `..` climbed to the directory the
-/// export is in, and from there anywhere on the file system.
+/// carries no handle (none does). Without the check, `..` climbed to the
+/// directory the export is in, and from there anywhere on the file system.
+/// The listing still names `..` by its file id, as READDIR always did: it
+/// looks no further than the directory's own `..`.
 #[test]
 fn dotdot_of_a_directory_moved_out_stays_inside() {
     let top = temp_dir();
@@ -440,15 +446,20 @@ fn dotdot_of_a_directory_moved_out_stays_inside() {
     // Directly to the directory holding the export, and deeper away.
     std::fs::rename(export.join("sub"), top.path().join("sub")).unwrap();
     std::fs::rename(export.join("a"), top.path().join("away/a")).unwrap();
-    for (dir, name) in [(sub, "sub"), (c, "c"), (b, "b"), (a, "a")] {
+    let ino = |p: &str| std::fs::metadata(top.path().join(p)).unwrap().ino();
+    for (dir, name, parent) in [
+        (sub, "sub", "."),
+        (c, "c", "away/a/b"),
+        (b, "b", "away/a"),
+        (a, "a", "away"),
+    ] {
         // The handle itself still works.
         assert_eq!(
             fs.getattr(&root(), &dir).unwrap().ftype,
             FileType::Directory
         );
         assert_eq!(lookup(&fs, &dir, b".."), Err(FsError::Stale), "{name}");
-        let (_, handle) = listed_dotdot(&fs, &dir);
-        assert_eq!(handle, None, "{name}");
+        assert_eq!(listed_dotdot(&fs, &dir), (ino(parent), None), "{name}");
     }
     // Nothing outside was reached: the file next to the export has no handle
     // from any of them.

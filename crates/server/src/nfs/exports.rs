@@ -31,7 +31,7 @@
 //! finish with the table they started with, an export that keeps its id keeps its
 //! backend (open files, caches, memory contents) and therefore its clients' handles.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -335,9 +335,116 @@ pub struct ExportOptions {
     pub anongid: u32,
     /// Allowed networks; empty: everyone (`clients` absent from the
     /// configuration, which refuses an empty list).
-    pub clients: Vec<IpNet>,
+    pub clients: ClientNets,
     /// Require a privileged source port.
     pub secure: bool,
+}
+
+/// An export's `clients` list, compiled for a check on every call whose
+/// cost does not grow with the number of entries: per address family, one
+/// hash set of network addresses per distinct prefix length in the list
+/// (each entry's address masked to its length). An address is in the list
+/// when, for one of those lengths, the address masked to it is in that
+/// length's set: at most 33 probes for IPv4 and 129 for IPv6, in practice
+/// one per kind of entry (`/32` hosts, `/24` networks, ...). A linear scan
+/// cost about 7 ns an entry per file handle: 74 µs of CPU per GETATTR with
+/// 10,001 entries.
+///
+/// Matching is exactly `IpNet::contains` over the list: an IPv4 address
+/// matches only IPv4 entries, an IPv6 one only IPv6 entries (the caller of
+/// [`ExportOptions::check`] turns an IPv4-mapped peer into IPv4 first).
+#[derive(Debug, Clone, Default)]
+pub struct ClientNets {
+    v4: Prefixes<u32>,
+    v6: Prefixes<u128>,
+}
+
+impl ClientNets {
+    /// The compiled form of `nets` (empty: everyone, as in
+    /// [`ExportOptions::clients`]).
+    pub fn new(nets: &[IpNet]) -> Self {
+        let mut out = Self::default();
+        for net in nets {
+            match net {
+                IpNet::V4(n) => out.v4.insert(n.prefix_len(), u32::from(n.addr())),
+                IpNet::V6(n) => out.v6.insert(n.prefix_len(), u128::from(n.addr())),
+            }
+        }
+        out
+    }
+
+    /// Whether no network is listed: the export admits everyone.
+    pub fn is_empty(&self) -> bool {
+        self.v4.by_len.is_empty() && self.v6.by_len.is_empty()
+    }
+
+    /// Whether some listed network contains `ip`.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.v4.contains(u32::from(a)),
+            IpAddr::V6(a) => self.v6.contains(u128::from(a)),
+        }
+    }
+}
+
+/// The networks of one address family (`A`: the address as an integer),
+/// by prefix length.
+#[derive(Debug, Clone, Default)]
+struct Prefixes<A> {
+    /// One per distinct prefix length: its mask and the listed networks'
+    /// addresses masked to it.
+    by_len: Vec<(A, HashSet<A>)>,
+}
+
+/// An address family's addresses as integers.
+trait Addr: Copy + Eq + std::hash::Hash + std::ops::BitAnd<Output = Self> {
+    const BITS: u32;
+    const ONES: Self;
+    const ZERO: Self;
+    fn shl(self, by: u32) -> Option<Self>;
+}
+
+impl Addr for u32 {
+    const BITS: u32 = u32::BITS;
+    const ONES: Self = u32::MAX;
+    const ZERO: Self = 0;
+    fn shl(self, by: u32) -> Option<Self> {
+        self.checked_shl(by)
+    }
+}
+
+impl Addr for u128 {
+    const BITS: u32 = u128::BITS;
+    const ONES: Self = u128::MAX;
+    const ZERO: Self = 0;
+    fn shl(self, by: u32) -> Option<Self> {
+        self.checked_shl(by)
+    }
+}
+
+impl<A: Addr> Prefixes<A> {
+    fn insert(&mut self, len: u8, addr: A) {
+        // `len <= A::BITS` (ipnet checks); a shift by the full width is the
+        // empty mask of length 0.
+        let mask = A::ONES
+            .shl(A::BITS.saturating_sub(u32::from(len)))
+            .unwrap_or(A::ZERO);
+        let set = match self.by_len.iter().position(|(m, _)| *m == mask) {
+            Some(i) => &mut self.by_len[i].1,
+            None => {
+                self.by_len.push((mask, HashSet::new()));
+                let last = self.by_len.len() - 1;
+                &mut self.by_len[last].1
+            }
+        };
+        set.insert(addr & mask);
+    }
+
+    fn contains(&self, addr: A) -> bool {
+        self.by_len
+            .iter()
+            .any(|(mask, set)| set.contains(&(addr & *mask)))
+    }
 }
 
 /// Why a caller may not use an export.
@@ -378,18 +485,20 @@ impl ExportOptions {
                         value: s.clone(),
                     })
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             access: c.access,
             squash: c.squash,
             anonuid: c.anonuid,
             anongid: c.anongid,
-            clients,
+            clients: ClientNets::new(&clients),
             secure: c.secure,
         })
     }
 
-    /// Whether `peer` may use the export. Costs O(number of configured networks).
+    /// Whether `peer` may use the export: at most one hash probe per
+    /// distinct prefix length in `clients` (see [`ClientNets`]), whatever
+    /// the number of entries.
     pub fn check(&self, peer: Option<SocketAddr>) -> Result<(), Refusal> {
         let Some(peer) = peer else {
             // No address (not a socket transport): only an unrestricted export.
@@ -409,7 +518,7 @@ impl ExportOptions {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
             v4 => v4,
         };
-        if self.clients.iter().any(|net| net.contains(&ip)) {
+        if self.clients.contains(ip) {
             Ok(())
         } else {
             Err(Refusal::Network)
@@ -852,6 +961,200 @@ mod tests {
             ExportOptions::from_config(&c),
             Err(ConfigError::BadNetwork { .. })
         ));
+    }
+
+    /// The check before `clients` was compiled: a scan of the list.
+    fn scanned(nets: &[IpNet], peer: SocketAddr) -> bool {
+        let ip = match peer.ip() {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        nets.iter().any(|net| net.contains(&ip))
+    }
+
+    fn parsed(list: &[String]) -> Vec<IpNet> {
+        list.iter()
+            .map(|s| {
+                s.parse::<IpNet>()
+                    .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn compiled_client_lists_at_their_edges() {
+        let peer = |s: &str| Some(s.parse::<SocketAddr>().unwrap());
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // Single addresses are /32 and /128: the neighbours are refused.
+        let o = opts(&["192.0.2.7", "2001:db8::7"], false);
+        assert_eq!(o.check(peer("192.0.2.7:1")), Ok(()));
+        assert_eq!(o.check(peer("192.0.2.6:1")), Err(Refusal::Network));
+        assert_eq!(o.check(peer("192.0.2.8:1")), Err(Refusal::Network));
+        assert_eq!(o.check(peer("[2001:db8::7]:1")), Ok(()));
+        assert_eq!(o.check(peer("[2001:db8::6]:1")), Err(Refusal::Network));
+        assert_eq!(o.check(peer("[2001:db8::7:0]:1")), Err(Refusal::Network));
+        // An IPv4-mapped peer is its IPv4 address, which the IPv6 entries
+        // do not name, and a mapped entry names no IPv4 peer.
+        assert_eq!(o.check(peer("[::ffff:192.0.2.7]:1")), Ok(()));
+        let mapped = opts(&["::ffff:192.0.2.7", "::ffff:0:0/96"], false);
+        assert_eq!(
+            mapped.check(peer("[::ffff:192.0.2.7]:1")),
+            Err(Refusal::Network)
+        );
+        assert_eq!(mapped.check(peer("192.0.2.7:1")), Err(Refusal::Network));
+        // The families do not mix, not even at length 0.
+        let v4_all = opts(&["0.0.0.0/0"], false);
+        assert_eq!(v4_all.check(peer("203.0.113.9:1")), Ok(()));
+        assert_eq!(v4_all.check(peer("[::ffff:203.0.113.9]:1")), Ok(()));
+        assert_eq!(v4_all.check(peer("[2001:db8::1]:1")), Err(Refusal::Network));
+        let v6_all = opts(&["::/0"], false);
+        assert_eq!(v6_all.check(peer("[2001:db8::1]:1")), Ok(()));
+        assert_eq!(v6_all.check(peer("[::1]:1")), Ok(()));
+        assert_eq!(v6_all.check(peer("203.0.113.9:1")), Err(Refusal::Network));
+        assert_eq!(
+            v6_all.check(peer("[::ffff:203.0.113.9]:1")),
+            Err(Refusal::Network)
+        );
+        // Host bits past the prefix are ignored, as `IpNet::contains` does.
+        let sloppy = opts(&["10.1.2.3/16", "2001:db8:1:2::5/32"], false);
+        assert_eq!(sloppy.check(peer("10.1.200.1:1")), Ok(()));
+        assert_eq!(sloppy.check(peer("10.2.0.1:1")), Err(Refusal::Network));
+        assert_eq!(sloppy.check(peer("[2001:db8:ffff::1]:1")), Ok(()));
+        assert_eq!(sloppy.check(peer("[2001:db9::1]:1")), Err(Refusal::Network));
+        // Overlapping entries and duplicates; `*` anywhere is everyone.
+        let list = names(&["10.0.0.0/8", "10.1.0.0/16", "10.1.0.0/16", "10.1.2.3"]);
+        let nets = ClientNets::new(&parsed(&list));
+        assert!(!nets.is_empty());
+        assert!(nets.contains("10.1.2.3".parse().unwrap()));
+        assert!(nets.contains("10.200.0.1".parse().unwrap()));
+        assert!(!nets.contains("11.0.0.1".parse().unwrap()));
+        assert!(ClientNets::new(&[]).is_empty());
+        let everyone = opts(&["192.0.2.7", "*"], false);
+        assert!(everyone.clients.is_empty());
+        assert_eq!(everyone.check(peer("[2001:db8::1]:1")), Ok(()));
+        // Every length of either family, at its boundaries.
+        for len in 0..=32u8 {
+            let net = format!("198.51.100.0/{len}").parse::<IpNet>().unwrap();
+            let nets = ClientNets::new(&[net]);
+            for ip in [net.network(), net.broadcast()] {
+                assert!(nets.contains(ip), "{net} {ip}");
+            }
+            if let IpAddr::V4(b) = net.broadcast() {
+                if let Some(next) = u32::from(b).checked_add(1) {
+                    let next = IpAddr::V4(next.into());
+                    assert!(!nets.contains(next), "{net} {next}");
+                }
+            }
+        }
+        for len in 0..=128u8 {
+            let net = format!("2001:db8::/{len}").parse::<IpNet>().unwrap();
+            let nets = ClientNets::new(&[net]);
+            for ip in [net.network(), net.broadcast()] {
+                assert!(nets.contains(ip), "{net} {ip}");
+            }
+            if let IpAddr::V6(b) = net.broadcast() {
+                if let Some(next) = u128::from(b).checked_add(1) {
+                    let next = IpAddr::V6(next.into());
+                    assert!(!nets.contains(next), "{net} {next}");
+                }
+            }
+        }
+    }
+
+    /// What a check costs: one probe per distinct prefix length, however
+    /// many entries share it.
+    #[test]
+    fn a_check_probes_once_per_prefix_length_not_per_entry() {
+        let mut list: Vec<String> = (0..10_000u32)
+            .map(|i| std::net::Ipv4Addr::from(0x0a00_0000 + i).to_string())
+            .collect();
+        list.extend(
+            [
+                "192.168.0.0/16",
+                "172.16.0.0/12",
+                "172.17.0.0/16",
+                "fd00::/8",
+            ]
+            .map(String::from),
+        );
+        let nets = ClientNets::new(&parsed(&list));
+        // /32, /16 and /12 for IPv4; /8 for IPv6.
+        assert_eq!((nets.v4.by_len.len(), nets.v6.by_len.len()), (3, 1));
+        assert_eq!(
+            nets.v4.by_len.iter().map(|(_, s)| s.len()).sum::<usize>(),
+            10_003
+        );
+        assert!(nets.contains("10.0.39.15".parse().unwrap()));
+        assert!(!nets.contains("10.0.39.16".parse().unwrap()));
+    }
+
+    /// An address near the few that lists are built from, so that lists
+    /// and peers meet often.
+    fn near_v4() -> impl proptest::strategy::Strategy<Value = u32> {
+        use proptest::prelude::*;
+        (
+            prop::sample::select(vec![0x0a00_0000u32, 0xc000_0200, 0xffff_ff00, 0]),
+            0..512u32,
+        )
+            .prop_map(|(base, off)| base ^ off.rotate_left(off % 32))
+    }
+
+    fn near_v6() -> impl proptest::strategy::Strategy<Value = u128> {
+        use proptest::prelude::*;
+        (
+            prop::sample::select(vec![0x2001_0db8u128 << 96, 0, u128::MAX, 0xffff << 32]),
+            0..512u128,
+            0..128u32,
+        )
+            .prop_map(|(base, off, rot)| base ^ off.rotate_left(rot))
+    }
+
+    /// A configured entry: a network of any length, or a single address.
+    fn entry() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (near_v4(), 0..=32u8).prop_map(|(a, l)| format!("{}/{l}", std::net::Ipv4Addr::from(a))),
+            near_v4().prop_map(|a| std::net::Ipv4Addr::from(a).to_string()),
+            (near_v6(), 0..=128u8)
+                .prop_map(|(a, l)| format!("{}/{l}", std::net::Ipv6Addr::from(a))),
+            near_v6().prop_map(|a| std::net::Ipv6Addr::from(a).to_string()),
+            // IPv4-mapped entries, which no peer matches: peers are mapped
+            // to IPv4 first.
+            (near_v4(), 96..=128u8).prop_map(|(a, l)| {
+                format!("{}/{l}", std::net::Ipv4Addr::from(a).to_ipv6_mapped())
+            }),
+        ]
+    }
+
+    fn peer() -> impl proptest::strategy::Strategy<Value = SocketAddr> {
+        use proptest::prelude::*;
+        let v4 = || near_v4().prop_map(|a| IpAddr::V4(a.into()));
+        prop_oneof![
+            v4(),
+            near_v6().prop_map(|a| IpAddr::V6(a.into())),
+            near_v4().prop_map(|a| IpAddr::V6(std::net::Ipv4Addr::from(a).to_ipv6_mapped())),
+            any::<u32>().prop_map(|a| IpAddr::V4(a.into())),
+            any::<u128>().prop_map(|a| IpAddr::V6(a.into())),
+        ]
+        .prop_map(|ip| SocketAddr::new(ip, 900))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+        /// The compiled list admits exactly whom the scan of the list did.
+        #[test]
+        fn compiled_clients_admit_whom_the_scan_did(
+            list in proptest::collection::vec(entry(), 1..40),
+            peers in proptest::collection::vec(peer(), 1..40),
+        ) {
+            let o = opts(&list.iter().map(String::as_str).collect::<Vec<_>>(), false);
+            let nets = parsed(&list);
+            for p in peers {
+                let scan = if scanned(&nets, p) { Ok(()) } else { Err(Refusal::Network) };
+                proptest::prop_assert_eq!(o.check(Some(p)), scan, "{:?} {}", list, p);
+            }
+        }
     }
 
     fn memory_opener() -> Box<BackendOpener> {

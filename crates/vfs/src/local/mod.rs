@@ -15,11 +15,12 @@
 //!   descriptor with `AT_EMPTY_PATH`. Symlinks are returned, never followed.
 //! - `lookup("..")` at the export root is the root; below it, the parent,
 //!   once a walk up from that parent has met the export root (O(depth), for
-//!   `..` only). A directory moved out of the export keeps its handle (the
-//!   kernel's handles and cached descriptors follow the inode), and its `..`
-//!   is [`FsError::Stale`], as with knfsd's subtree check, never a handle
-//!   outside the export (see `ops.rs`, `parent_of`). READDIRPLUS's `..`
-//!   entry is the same parent, or carries no handle.
+//!   LOOKUP of `..` only). A directory moved out of the export keeps its
+//!   handle (the kernel's handles and cached descriptors follow the inode),
+//!   and its `..` is [`FsError::Stale`], as with knfsd's subtree check, never
+//!   a handle outside the export (see `ops.rs`, `parent_of`). READDIRPLUS
+//!   lists `..` with its file id but no handle and no attributes, so that no
+//!   listing walks.
 //! - Objects on another file system (a mount point inside the export, a btrfs
 //!   subvolume) are refused with [`FsError::XDev`]: their kernel handles would not
 //!   resolve against the export's mount.

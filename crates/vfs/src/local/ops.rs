@@ -349,7 +349,11 @@ impl LocalFs {
     /// descriptor follow the inode wherever it goes. Its `..` is then
     /// outside, and so would be everything reached from it. So the parent
     /// is handed out only after walking `..` up from it to the export root
-    /// (`below_root`): O(depth), and only here. A directory moved out
+    /// (`below_root`): about three system calls per level, O(depth). Only
+    /// LOOKUP of `..` pays it, a rare call (clients resolve `..` through
+    /// their own name cache); READDIRPLUS
+    /// lists `..` with no handle or attributes rather than walk on every
+    /// listing (`list` in `readdir.rs`). A directory moved out
     /// answers `Stale`, as knfsd's subtree check does for a handle no longer
     /// in its export, rather than the export root: the client then drops
     /// its view of the moved directory and looks the path up again, where
@@ -358,15 +362,8 @@ impl LocalFs {
         if self.is_root(&dir.stat) {
             return Ok((self.root_handle, self.attr(&dir.stat)));
         }
-        // Not openat2: RESOLVE_BENEATH refuses "..". Opened as the caller,
-        // so that it checks search permission on `dir`.
-        let fd = rfs::openat(
-            &dir.fd,
-            "..",
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(errno)?;
+        // Opened as the caller, so that it checks search permission on `dir`.
+        let fd = open_dotdot(dir.fd.as_fd())?;
         let stat = rfs::fstat(&fd).map_err(errno)?;
         if self.is_root(&stat) {
             return Ok((self.root_handle, self.attr(&stat)));
@@ -398,13 +395,7 @@ impl LocalFs {
             let mut id = (start_stat.st_dev, start_stat.st_ino);
             loop {
                 let cur = here.as_ref().map_or(start, AsFd::as_fd);
-                let up = rfs::openat(
-                    cur,
-                    "..",
-                    OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(errno)?;
+                let up = open_dotdot(cur)?;
                 let st = rfs::fstat(&up).map_err(errno)?;
                 if self.is_root(&st) {
                     return Ok(true);
@@ -1101,6 +1092,27 @@ impl LocalFs {
             attr,
         }))
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// `..` descriptors opened by this thread ([`open_dotdot`]): tests count
+    /// the walks up to the export root with it.
+    pub(super) static DOTDOT_OPENS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// An `O_PATH` descriptor of the directory `dir`'s `..`, opened with the
+/// thread's identity. Not `openat2`: `RESOLVE_BENEATH` refuses `..`.
+fn open_dotdot(dir: BorrowedFd<'_>) -> FsResult<OwnedFd> {
+    #[cfg(test)]
+    DOTDOT_OPENS.with(|n| n.set(n.get() + 1));
+    rfs::openat(
+        dir,
+        "..",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(errno)
 }
 
 #[cfg(test)]

@@ -119,22 +119,24 @@ impl LocalFs {
             }
         }
         if dotdot {
-            let (fileid, extra) = if plus {
-                match self.parent_of(dir) {
-                    Ok((fh, attr)) => (attr.fileid, Some((fh, attr))),
-                    Err(_) => (dir.stat.st_ino, None),
-                }
-            } else if self.is_root(&dir.stat) {
-                (dir.stat.st_ino, None)
+            // `..` carries no handle and no attributes, READDIRPLUS too
+            // (RFC 1813 makes both optional; knfsd leaves them out at the
+            // export root, and Linux clients skip `.` and `..` when they
+            // take a listing's handles): a parent's handle is handed out
+            // only after the walk up to the export root that `parent_of`
+            // makes, O(depth), which every listing would pay. Its file id
+            // is one stat, as in READDIR.
+            let fileid = if self.is_root(&dir.stat) {
+                dir.stat.st_ino
             } else {
                 let parent = rfs::statat(&dir.fd, "..", AtFlags::SYMLINK_NOFOLLOW);
-                (parent.map_or(dir.stat.st_ino, |s| s.st_ino), None)
+                parent.map_or(dir.stat.st_ino, |s| s.st_ino)
             };
             let entry = DirEntry {
                 fileid,
                 name: b"..",
                 cookie: AFTER_DOTDOT,
-                plus: extra,
+                plus: None,
             };
             if !sink(entry) {
                 return Ok(false);
@@ -1120,6 +1122,52 @@ mod tests {
     use crate::local::LocalOptions;
     use crate::{Cred, Filesystem};
 
+    /// No listing opens `..`, however deep its directory: READDIRPLUS lists
+    /// `..` with its file id only, where handing out its handle meant
+    /// walking `..` up to the export root (about three system calls per
+    /// level). LOOKUP of `..` still walks, and the count sees it.
+    #[test]
+    fn listings_open_no_dotdot_whatever_the_depth() {
+        use super::super::ops::DOTDOT_OPENS;
+        const DEPTH: usize = 40;
+        let top = tempfile::tempdir().unwrap();
+        let deepest = top.path().join("d/".repeat(DEPTH));
+        std::fs::create_dir_all(&deepest).unwrap();
+        std::fs::write(deepest.join("f"), b"").unwrap();
+        let fs = LocalFs::open(top.path(), LocalOptions::default()).unwrap();
+        let cred = Cred::root();
+        let mut handles = vec![fs.root()];
+        for _ in 0..DEPTH {
+            let up = handles[handles.len() - 1];
+            handles.push(fs.lookup(&cred, &up, b"d").unwrap().0);
+        }
+        let dir = handles[DEPTH];
+        let parent_ino = std::fs::metadata(deepest.join("..")).unwrap().ino();
+        for plus in [true, false] {
+            for _ in 0..2 {
+                DOTDOT_OPENS.with(|n| n.set(0));
+                let mut dotdot = None;
+                let mut names = 0;
+                fs.readdir(&cred, &dir, 0, VERIFIER, plus, &mut |e| {
+                    names += 1;
+                    if e.name == b".." {
+                        dotdot = Some((e.fileid, e.plus.is_some()));
+                    }
+                    true
+                })
+                .unwrap();
+                assert_eq!(names, 3, "plus {plus}");
+                assert_eq!(dotdot, Some((parent_ino, false)), "plus {plus}");
+                assert_eq!(DOTDOT_OPENS.with(Cell::get), 0, "plus {plus}");
+            }
+        }
+        // The count sees a walk: LOOKUP opens `..` once per level.
+        DOTDOT_OPENS.with(|n| n.set(0));
+        let up = fs.lookup(&cred, &dir, b"..").unwrap().0;
+        assert_eq!(up, handles[DEPTH - 1]);
+        assert_eq!(DOTDOT_OPENS.with(Cell::get), DEPTH as u64);
+    }
+
     /// A listing stopped by a full sink leaves its descriptor at the cookie
     /// of its last entry, positioned right after the entries it read ahead;
     /// the call resuming from that cookie goes on with that very descriptor.
@@ -1513,13 +1561,13 @@ mod tests {
         // The two LOOKUPs remembered theirs.
         let looked_up = fs.inode_handles.len();
         let list = |fh| described_from(&fs, fh, 0, usize::MAX);
-        // Every entry is described either way ("." and ".." too).
-        assert_eq!(list(&large), 2002);
+        // Every entry is described either way ("." too; ".." never is).
+        assert_eq!(list(&large), 2001);
         assert_eq!(fs.inode_handles.len(), looked_up);
         // Counted now, and still too many.
-        assert_eq!(list(&large), 2002);
+        assert_eq!(list(&large), 2001);
         assert_eq!(fs.inode_handles.len(), looked_up);
-        assert_eq!(list(&small), 7);
+        assert_eq!(list(&small), 6);
         assert_eq!(fs.inode_handles.len(), looked_up + 5);
     }
 
@@ -1570,9 +1618,10 @@ mod tests {
         let looked_up = fs.inode_handles.len();
         assert_eq!(list_from(after_three), 97);
         assert_eq!(fs.inode_handles.len(), looked_up);
-        assert_eq!(list_from(0), 102);
+        // "." and the 100 files; ".." is never described.
+        assert_eq!(list_from(0), 101);
         assert_eq!(fs.inode_handles.len(), looked_up);
-        assert_eq!(list_from(0), 102);
+        assert_eq!(list_from(0), 101);
         assert_eq!(fs.inode_handles.len(), looked_up + 100);
     }
 

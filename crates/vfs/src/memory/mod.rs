@@ -1123,15 +1123,6 @@ impl Filesystem for MemoryFs {
             let attr = live_read(&d).ok().map(|g| self.attr(&d, &g));
             return Err((FsError::NotDir, attr));
         }
-        // `..`'s attributes, read before locking `d` (never a parent while
-        // holding its child).
-        let parent_before = parent_of(&d).ok();
-        let parent_plus = match &parent_before {
-            Some(p) if plus && cookie < DOTDOT_COOKIE && !Arc::ptr_eq(p, &d) => {
-                live_read(p).ok().map(|pg| (p.handle, self.attr(p, &pg)))
-            }
-            _ => None,
-        };
         let g = live_read(&d).map_err(|e| (e, None))?;
         let dir_attr = self.attr(&d, &g);
         let Some(entries) = g.dir() else {
@@ -1166,21 +1157,16 @@ impl Filesystem for MemoryFs {
         }
         if cookie < DOTDOT_COOKIE {
             // The parent cannot change while `d` is locked (RENAME locks the
-            // directory it moves).
-            let parent = parent_of(&d).ok();
-            let (fileid, handle_attr) = match parent {
-                Some(p) if Arc::ptr_eq(&p, &d) => (d.ino, Some((d.handle, dir_attr))),
-                Some(p) => {
-                    let same = parent_before.as_ref().is_some_and(|b| Arc::ptr_eq(b, &p));
-                    (p.ino, parent_plus.filter(|_| same))
-                }
-                None => (d.ino, None),
-            };
+            // directory it moves). Its file id only, READDIRPLUS too: `..`
+            // carries no handle or attributes in any backend (the local one
+            // would have to walk up to the export root for them, see
+            // `Filesystem::readdir`).
+            let fileid = parent_of(&d).map_or(d.ino, |p| p.ino);
             let entry = DirEntry {
                 fileid,
                 name: b"..",
                 cookie: DOTDOT_COOKIE,
-                plus: handle_attr.filter(|_| plus),
+                plus: None,
             };
             if !sink(entry) {
                 return end(false);

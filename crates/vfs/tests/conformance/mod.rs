@@ -206,6 +206,7 @@ macro_rules! conformance_tests {
             readdir::readdir_refused_entry_comes_again,
             readdir::readdir_resume_survives_changes,
             readdir::readdirplus_handles_resolve,
+            readdir::readdirplus_dotdot_carries_no_handle,
             readdir::readdir_of_file_is_notdir,
             readdir::readdir_bad_verifier,
             names::names_are_bytes,

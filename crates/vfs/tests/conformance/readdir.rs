@@ -210,6 +210,24 @@ pub fn readdirplus_handles_resolve<F: Filesystem>(fx: &Fixture<F>) {
     }
 }
 
+/// READDIRPLUS lists `.` with its handle and attributes, and `..` by its
+/// file id with neither (a local backend would walk up to the export root
+/// for them, on every listing), at the root and below.
+pub fn readdirplus_dotdot_carries_no_handle<F: Filesystem>(fx: &Fixture<F>) {
+    let fs = fx.fs();
+    let root_h = fs.root();
+    let d = mkdir(fs, &root_h, b"d");
+    let e = mkdir(fs, &d, b"e");
+    for (dir, parent) in [(root_h, root_h), (d, root_h), (e, d)] {
+        let all = list_paged(fs, &dir, true, usize::MAX);
+        assert_eq!(all[0].name, b".");
+        assert_eq!(all[0].plus.map(|p| p.0), Some(dir));
+        assert_eq!(all[1].name, b"..");
+        assert_eq!(all[1].fileid, getattr(fs, &parent).fileid);
+        assert_eq!(all[1].plus, None, "{:?}", all[1]);
+    }
+}
+
 /// READDIR of a file is NotDir.
 pub fn readdir_of_file_is_notdir<F: Filesystem>(fx: &Fixture<F>) {
     let fs = fx.fs();
