@@ -11,8 +11,8 @@
 //! when it is a regular file or a directory (a new file's mode and times,
 //! a truncation, a chmod). A symlink's or device node's own attributes have
 //! no descriptor to `fsync`: they go with the next commit of the file
-//! system's journal (on ext4 and xfs their creation is in the same
-//! transaction as their directory entry, which is committed).
+//! system's journal (on ext4 with a journal and on xfs their creation is
+//! in the same transaction as their directory entry, which is committed).
 //!
 //! SETATTR of a regular file `fsync`s the whole file, its uncommitted
 //! UNSTABLE data too: userspace has no call that writes an inode alone
