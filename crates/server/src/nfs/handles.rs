@@ -165,25 +165,13 @@ impl HandleKey {
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let fresh = Self::ephemeral().map_err(err)?;
-                // Write to a temporary name and rename, so a crash never leaves a
-                // short key behind. Created new (O_EXCL, which follows no
-                // link): a leftover of an earlier crash is removed first.
-                let tmp = dir.join(".handle.key.tmp");
-                match fs::remove_file(&tmp) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(err(e)),
-                    _ => {}
+                if !fresh.install(dir, &path).map_err(err)? {
+                    // Another server starting on this directory installed
+                    // its key first: use that one, as that server does.
+                    return Self::load_or_create(dir);
                 }
-                let mut f = fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(&tmp)
-                    .map_err(err)?;
-                f.write_all(&fresh.key).map_err(err)?;
-                f.sync_all().map_err(err)?;
-                fs::rename(&tmp, &path).map_err(err)?;
-                // The rename, and the state directory if this start made it,
-                // must reach the disk too: a power cut losing them would
+                // The new name, and the state directory if this start made
+                // it, must reach the disk too: a power cut losing them would
                 // start the next server with a new key, and every client's
                 // handles would be stale.
                 let sync_dir = |d: &Path| fs::File::open(d).and_then(|d| d.sync_all());
@@ -195,6 +183,49 @@ impl HandleKey {
                 Ok(fresh)
             }
             Err(e) => Err(err(e)),
+        }
+    }
+
+    /// Writes this key as `path` (in `dir`) unless a key is there already:
+    /// `false` when one is. Written to a temporary name of this process's
+    /// own, synced, then linked to `path` (which fails if `path` exists), so
+    /// a crash never leaves a short key behind and two servers starting
+    /// together agree on one key (a rename would let the second replace
+    /// the first's, which that server already signs handles with). Where
+    /// the file system has no hard links, a rename.
+    fn install(&self, dir: &Path, path: &Path) -> io::Result<bool> {
+        static ATTEMPT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        // `Relaxed`: only uniqueness matters.
+        let n = ATTEMPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".handle.key.{}.{n}.tmp", std::process::id()));
+        // A leftover of an earlier process with this pid.
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        // Created new (O_EXCL, which follows no link).
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        let written = f.write_all(&self.key).and_then(|()| f.sync_all());
+        let installed = written.and_then(|()| match fs::hard_link(&tmp, path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e)
+                if matches!(
+                    rustix::io::Errno::from_io_error(&e),
+                    Some(rustix::io::Errno::PERM | rustix::io::Errno::OPNOTSUPP)
+                ) =>
+            {
+                fs::rename(&tmp, path).map(|()| true)
+            }
+            Err(e) => Err(e),
+        });
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => installed.and(Err(e)),
+            _ => installed,
         }
     }
 
@@ -416,6 +447,35 @@ mod tests {
         let e = HandleKey::load_or_create(&dir).unwrap_err().to_string();
         assert!(e.contains("found more"), "{e}");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Servers starting together on one state directory end up with one
+    /// key, the one in the file: none signs handles with a key that another
+    /// replaced. No temporary file is left behind.
+    #[test]
+    fn concurrent_first_starts_agree_on_one_key() {
+        let base = std::env::temp_dir().join(format!("rnfs-key-race-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        for round in 0..40 {
+            let dir = base.join(round.to_string());
+            let keys: Vec<[u8; 16]> = std::thread::scope(|s| {
+                let starts: Vec<_> = (0..8)
+                    .map(|_| s.spawn(|| HandleKey::load_or_create(&dir).unwrap().key))
+                    .collect();
+                starts.into_iter().map(|t| t.join().unwrap()).collect()
+            });
+            let on_disk = HandleKey::load_or_create(&dir).unwrap().key;
+            assert!(
+                keys.iter().all(|k| *k == on_disk),
+                "round {round}: a start kept a key the file no longer holds"
+            );
+            let names: Vec<_> = fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, [HandleKey::FILE_NAME], "round {round}");
+        }
+        fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
