@@ -34,7 +34,8 @@ tests/integration/run-all.sh --server rnfs --quick
 tests/integration/plainmount.sh
 # The host's rpcbind and rpcinfo against our rpcbind client and port mapper
 # (root, port 111 free: as for plainmount.sh; they start and stop their own rpcbind).
-cargo test --locked -p rnfs-server --test portmap -- --ignored
+# --workspace: the features the workspace test step built, so nothing recompiles.
+cargo test --workspace --locked --test portmap -- --ignored
 
 step "the client library's test suite against nfs-ganesha"
 tests/integration/run-all.sh --server ganesha --quick --only client

@@ -69,7 +69,7 @@ impl LocalFs {
         Ok(())
     }
 
-    /// How many `fsync`s [`commit_metadata`](Self::commit_metadata) made
+    /// How many `fsync`s the backend made to commit metadata changes
     /// since the backend opened: none when it serves `async`.
     pub fn metadata_syncs(&self) -> u64 {
         // `Relaxed`: a statistic.
