@@ -105,7 +105,9 @@ fn access_bits(cred: &Cred, attr: &Attr, read_only: bool) -> u32 {
 }
 
 impl LocalFs {
-    /// Runs `op` on the directory `dir`, with the directory's wcc around it.
+    /// Runs `op`, a change to the entries of the directory `dir`, with the
+    /// directory's wcc around it, and commits the directory once `op`
+    /// succeeded (`durable.rs`).
     fn in_dir<T>(
         &self,
         dir: &BackendHandle,
@@ -113,7 +115,10 @@ impl LocalFs {
     ) -> Result<(T, Wcc), (FsError, Wcc)> {
         let node = self.resolve_dir(dir).map_err(no_wcc)?;
         let before = Some(WccAttr::from(&self.attr(&node.stat)));
-        let result = op(&node);
+        let result = op(&node).and_then(|value| {
+            self.commit_metadata(node.fd.as_fd(), RawType::Directory)?;
+            Ok(value)
+        });
         let wcc = Wcc {
             before,
             after: self.attr_of(&node.fd),
@@ -325,7 +330,7 @@ impl LocalFs {
             if let Some(fh) = victim {
                 self.forget_if_gone(&fh);
             }
-            self.commit_metadata(d.fd.as_fd(), RawType::Directory)
+            Ok(())
         })?;
         Ok(wcc)
     }
@@ -726,11 +731,8 @@ impl Filesystem for LocalFs {
     ) -> Result<Created, (FsError, Wcc)> {
         self.check_writable().map_err(no_wcc)?;
         check_name(name, FsError::Exist).map_err(no_wcc)?;
-        let ((handle, attr), dir_wcc) = self.in_dir(dir, |d| {
-            let created = self.create_file(cred, d.fd.as_fd(), name, how)?;
-            self.commit_metadata(d.fd.as_fd(), RawType::Directory)?;
-            Ok(created)
-        })?;
+        let ((handle, attr), dir_wcc) =
+            self.in_dir(dir, |d| self.create_file(cred, d.fd.as_fd(), name, how))?;
         Ok(Created {
             handle,
             attr,
@@ -758,9 +760,7 @@ impl Filesystem for LocalFs {
                     Mode::empty(),
                 )
                 .map_err(errno)?;
-            let created = self.finish_new(fd, RawType::Directory, mode, attr)?;
-            self.commit_metadata(d.fd.as_fd(), RawType::Directory)?;
-            Ok(created)
+            self.finish_new(fd, RawType::Directory, mode, attr)
         })?;
         Ok(Created {
             handle,
@@ -800,7 +800,6 @@ impl Filesystem for LocalFs {
             };
             self.set_attrs(fd.as_fd(), &stat, &rest)?;
             // The link itself has no descriptor to sync (`durable.rs`).
-            self.commit_metadata(d.fd.as_fd(), RawType::Directory)?;
             self.describe_path(fd)
         })?;
         Ok(Created {
@@ -836,9 +835,7 @@ impl Filesystem for LocalFs {
                 size: None,
                 ..*attr
             };
-            let created = self.finish_new(fd, kind, mode, &set)?;
-            self.commit_metadata(d.fd.as_fd(), RawType::Directory)?;
-            Ok(created)
+            self.finish_new(fd, kind, mode, &set)
         })?;
         Ok(Created {
             handle,
@@ -936,8 +933,7 @@ impl Filesystem for LocalFs {
                 ),
                 other => other,
             }
-            .map_err(errno)?;
-            self.commit_metadata(d.fd.as_fd(), RawType::Directory)
+            .map_err(errno)
         });
         self.forget_attrs(file.stat.st_ino);
         let file_attr = self.attr_of(&file.fd);
