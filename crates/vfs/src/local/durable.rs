@@ -35,6 +35,7 @@ use std::sync::atomic::Ordering;
 use rustix::fs::{self as rfs, FileType as RawType, OFlags};
 use rustix::io::Errno;
 
+use super::wb_errors::{self, FileKey};
 use super::{errno, LocalFs};
 use crate::FsResult;
 
@@ -48,8 +49,37 @@ impl LocalFs {
         if !self.sync_metadata {
             return Ok(());
         }
+        // A regular file's `fsync` writes its UNSTABLE data too, and may see
+        // a write-back error that its COMMIT then cannot: it moves the
+        // verifier, holding the file's stripe (`wb_errors.rs`).
+        let _syncing = if kind == RawType::RegularFile {
+            let stat = rfs::fstat(fd).map_err(errno)?;
+            Some(wb_errors::syncing(FileKey::of(&stat)))
+        } else {
+            None
+        };
+        match self.fsync_any(fd, kind) {
+            Ok(true) => {
+                // `Relaxed`: a statistic; it orders nothing.
+                self.metadata_syncs.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Ok(false) => Ok(()),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    /// `fsync`s `fd`, an object of type `kind`: `Ok(false)` for an `O_PATH`
+    /// descriptor of an object that has none to sync. A regular file's
+    /// failed `fsync` moves the write verifier, as a failed COMMIT's.
+    fn fsync_any(&self, fd: BorrowedFd<'_>, kind: RawType) -> Result<bool, Errno> {
+        let failed = |e: Errno| {
+            if kind == RawType::RegularFile {
+                self.write_failed(e);
+            }
+            e
+        };
         match rfs::fsync(fd) {
-            Ok(()) => {}
             // `O_PATH`: reopen. Only a directory or a regular file can be
             // opened without side effects (a device's driver sees opens).
             Err(Errno::BADF) if matches!(kind, RawType::Directory | RawType::RegularFile) => {
@@ -58,15 +88,14 @@ impl LocalFs {
                 } else {
                     OFlags::RDONLY | OFlags::NOCTTY
                 };
-                let opened = crate::identity::as_fs_root(|| self.reopen(fd, flags));
-                rfs::fsync(opened.map_err(errno)?.as_fd()).map_err(errno)?;
+                let opened = crate::identity::as_fs_root(|| self.reopen(fd, flags))?;
+                rfs::fsync(opened.as_fd()).map_err(failed)?;
+                Ok(true)
             }
-            Err(Errno::BADF) => return Ok(()),
-            Err(e) => return Err(errno(e)),
+            Ok(()) => Ok(true),
+            Err(Errno::BADF) => Ok(false),
+            Err(e) => Err(failed(e)),
         }
-        // `Relaxed`: a statistic; it orders nothing.
-        self.metadata_syncs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
     }
 
     /// How many `fsync`s the backend made to commit metadata changes

@@ -55,6 +55,7 @@ use std::time::Duration;
 use rustix::fs as rfs;
 
 use super::cache::ClockCache;
+use super::wb_errors::{self, FileKey};
 use super::OpenFile;
 
 /// How often the sweeper wakes: the length of one tick.
@@ -107,9 +108,15 @@ impl Retired {
 /// Flushes `file` (`fdatasync`) and closes it, unless another reference
 /// keeps it open; moves `verifier` if the flush fails, as a failed COMMIT.
 pub(super) fn flush_and_close(file: Arc<OpenFile>, verifier: &AtomicU64) {
+    // A COMMIT of the file must not answer between a failed flush and the
+    // verifier's move (`wb_errors.rs`). `fstat` of an open descriptor does
+    // not fail; if it did, the flush would still run, unguarded.
+    let key = rfs::fstat(&file.fd).map(|stat| FileKey::of(&stat));
+    let syncing = key.ok().map(wb_errors::syncing);
     if let Err(e) = rfs::fdatasync(&file.fd) {
         super::write_failed(verifier, e);
     }
+    drop(syncing);
     drop(file);
 }
 

@@ -89,7 +89,9 @@
 //! `nfsd_commit` asks for write permission too). When an `fsync` reports an
 //! error, the write verifier changes, so clients resend every unstable write
 //! since their last COMMIT, as knfsd does. The verifier is random at each
-//! [`LocalFs::open`].
+//! [`LocalFs::open`]. A stable WRITE, a SETATTR and the idle-writer flush
+//! sync the file too, and may be the ones to see its write-back error; a
+//! COMMIT answers only once they have moved the verifier (`wb_errors.rs`).
 //!
 //! Changes to the namespace and to attributes (CREATE ... LINK, SETATTR)
 //! are on stable storage before they answer, unless
@@ -241,6 +243,7 @@ mod ops;
 mod readdir;
 mod sys;
 mod watches;
+mod wb_errors;
 
 use std::fs::File;
 use std::io::Read;
@@ -557,8 +560,10 @@ fn rotate_verifier(verifier: &AtomicU64) {
 
 /// A write or sync failed: data acknowledged as unstable may be lost, so the
 /// verifier changes (knfsd's `commit_reset_write_verifier`), except for
-/// errors that say nothing about the data. WRITE, COMMIT and the idle-writer
-/// sweeper's flush before closing all come here.
+/// errors that say nothing about the data. WRITE, COMMIT, the commit of a
+/// regular file's metadata and the idle-writer sweeper's flush before
+/// closing all come here; all but COMMIT hold the file's stripe while they
+/// sync and move it (`wb_errors.rs`).
 fn write_failed(verifier: &AtomicU64, e: Errno) {
     if !matches!(e, Errno::AGAIN | Errno::INTR | Errno::STALE) {
         rotate_verifier(verifier);
@@ -1367,6 +1372,117 @@ mod tests {
         fs.let_go(Some(file), &other);
         idle_writers::sweep(&fs.open_files, &fs.retired, &fs.verifier, 1000, &mut taken);
         assert_ne!(fs.write_verifier(), verifier);
+    }
+
+    /// Every call that syncs a regular file other than COMMIT (a stable
+    /// WRITE, a SETATTR committing the file, the idle-writer flush) holds
+    /// the file's stripe while it syncs (`wb_errors.rs`); an UNSTABLE
+    /// WRITE, which syncs nothing, does not.
+    #[test]
+    fn syncs_that_may_see_write_back_errors_hold_the_stripe() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = LocalOptions {
+            idle_writer_close: None,
+            ..LocalOptions::default()
+        };
+        let fs = LocalFs::open(dir.path(), options).unwrap();
+        let root = Cred::root();
+        let how = CreateHow::Guarded(SetAttr::default());
+        let fh = fs.create(&root, &fs.root(), b"f", &how).unwrap().handle;
+        let file = fs.open_files.get(&fh).unwrap();
+        let key = wb_errors::FileKey::of(&rfs::fstat(&file.fd).unwrap());
+        drop(file);
+        // Whether `call` finishes while the stripe is held exclusively.
+        let runs_while_held = |call: &(dyn Fn() + Sync)| {
+            let held = wb_errors::exclusive(key);
+            let (done, finished) = std::sync::mpsc::channel();
+            std::thread::scope(|s| {
+                s.spawn(move || {
+                    call();
+                    done.send(()).unwrap();
+                });
+                let ran = finished.recv_timeout(Duration::from_millis(200)).is_ok();
+                drop(held);
+                if !ran {
+                    finished.recv().unwrap();
+                }
+                ran
+            })
+        };
+        let write = |stable| {
+            fs.write(&root, &fh, 0, b"data", stable).unwrap();
+        };
+        assert!(runs_while_held(&|| write(Stability::Unstable)));
+        assert!(!runs_while_held(&|| write(Stability::DataSync)));
+        assert!(!runs_while_held(&|| write(Stability::FileSync)));
+        let truncate = SetAttr {
+            size: Some(2),
+            ..SetAttr::default()
+        };
+        assert!(!runs_while_held(&|| {
+            fs.setattr(&root, &fh, &truncate, None).unwrap();
+        }));
+        let mut taken = Vec::new();
+        fs.open_files.take_if(|_| true, &mut taken);
+        let file = taken.pop().unwrap();
+        let flush = std::sync::Mutex::new(Some(file));
+        assert!(!runs_while_held(&|| {
+            let file = flush.lock().unwrap().take().unwrap();
+            idle_writers::flush_and_close(file, &fs.verifier);
+        }));
+    }
+
+    /// A COMMIT whose `fsync` succeeded while another sync of the file had
+    /// seen an error but not yet moved the verifier answers only after the
+    /// move, so its reply carries the new verifier (`wb_errors.rs`).
+    #[test]
+    fn a_commit_waits_for_a_failed_sync_to_move_the_verifier() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        let root = Cred::root();
+        let how = CreateHow::Guarded(SetAttr::default());
+        let fh = fs.create(&root, &fs.root(), b"f", &how).unwrap().handle;
+        fs.write(&root, &fh, 0, b"data", Stability::Unstable)
+            .unwrap();
+        let stat = rfs::stat(dir.path().join("f")).unwrap();
+        let old = fs.write_verifier();
+        // Another sync saw an error and is about to move the verifier.
+        let syncing = wb_errors::syncing(wb_errors::FileKey::of(&stat));
+        let (replied, reply) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                fs.commit(&root, &fh, 0, 0).unwrap();
+                // As the NFS layer builds the reply.
+                replied.send(fs.write_verifier()).unwrap();
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            rotate_verifier(&fs.verifier);
+            drop(syncing);
+            let verifier = reply.recv().unwrap();
+            assert_ne!(verifier, old, "the COMMIT answered with the old verifier");
+        });
+    }
+
+    /// A regular file's metadata commit that fails moves the verifier: its
+    /// `fsync` wrote the file's UNSTABLE data too, and consumed the error a
+    /// COMMIT would have reported. A directory's does not move it.
+    #[test]
+    fn a_failed_commit_of_a_regular_file_moves_the_verifier() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
+        // `fsync` of a socket fails (EINVAL): a write-back error here.
+        let (socket, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let verifier = fs.write_verifier();
+        let dir_kind = fs.commit_metadata(socket.as_fd(), RawType::Directory);
+        assert!(dir_kind.is_err());
+        assert_eq!(fs.write_verifier(), verifier, "a directory moved it");
+        let file_kind = fs.commit_metadata(socket.as_fd(), RawType::RegularFile);
+        assert!(file_kind.is_err());
+        assert_ne!(
+            fs.write_verifier(),
+            verifier,
+            "the lost data went unreported"
+        );
     }
 
     #[test]

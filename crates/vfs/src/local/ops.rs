@@ -11,6 +11,7 @@ use rustix::fs::{
 use rustix::io::{Errno, ReadWriteFlags};
 use rustix::path::{Arg, DecInt};
 
+use super::wb_errors::{self, FileKey};
 use super::{errno, sys, LocalFs, Node, NodeFd, OpenFile};
 use crate::names::{check_lookup_name, check_name};
 use crate::{
@@ -437,15 +438,20 @@ impl LocalFs {
         self.open_file(cred, fh, true, None)
     }
 
-    /// Writes all of `data` at `offset` with the requested stability. Returns
-    /// how many bytes were written: less than asked only if a later chunk failed.
+    /// Writes all of `data` at `offset` of `key`'s file with the requested
+    /// stability. Returns how many bytes were written: less than asked only
+    /// if a later chunk failed.
     fn write_stable(
         &self,
         fd: BorrowedFd<'_>,
+        key: FileKey,
         offset: u64,
         data: &[u8],
         stable: Stability,
     ) -> FsResult<u32> {
+        // A stable write syncs the file, and may see a write-back error a
+        // COMMIT then cannot (`wb_errors.rs`).
+        let _syncing = (stable != Stability::Unstable).then(|| wb_errors::syncing(key));
         let sync_flags = match stable {
             Stability::Unstable => ReadWriteFlags::empty(),
             Stability::DataSync => ReadWriteFlags::DSYNC,
@@ -555,7 +561,7 @@ impl LocalFs {
     }
 
     /// A write or sync failed: see [`super::write_failed`].
-    fn write_failed(&self, e: Errno) {
+    pub(super) fn write_failed(&self, e: Errno) {
         super::write_failed(&self.verifier, e);
     }
 }
@@ -706,7 +712,8 @@ impl Filesystem for LocalFs {
         }
         let (file, stat) = self.open_file(cred, fh, true, None).map_err(no_wcc)?;
         let before = Some(WccAttr::from(&self.attr(&stat)));
-        let result = self.write_stable(file.fd.as_fd(), offset, data, stable);
+        let key = FileKey::of(&stat);
+        let result = self.write_stable(file.fd.as_fd(), key, offset, data, stable);
         self.forget_attrs(stat.st_ino);
         let wcc = Wcc {
             before,
@@ -1007,6 +1014,12 @@ impl Filesystem for LocalFs {
         let synced = file
             .sync
             .sync(|| rfs::fsync(&file.fd).inspect_err(|&e| self.write_failed(e)));
+        if synced.is_ok() {
+            // Another sync of the file may have seen an error this `fsync`
+            // then could not, and not yet moved the verifier the reply
+            // carries (`wb_errors.rs`).
+            wb_errors::settle(FileKey::of(&stat));
+        }
         let result = synced.map_err(errno);
         let wcc = Wcc {
             before,
