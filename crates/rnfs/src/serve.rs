@@ -1,6 +1,8 @@
 //! `rnfs serve`: run the server until SIGINT or SIGTERM.
 
+use std::ffi::{OsStr, OsString};
 use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -159,8 +161,9 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     register: bool,
 
-    /// Directory for the handle-signing key. [default: /var/lib/rnfs as root,
-    /// else $XDG_STATE_HOME/rnfs or ~/.local/state/rnfs]
+    /// Directory for the handle-signing key. [default: $STATE_DIRECTORY (set
+    /// by systemd's StateDirectory=), else /var/lib/rnfs as root, else
+    /// $XDG_STATE_HOME/rnfs or ~/.local/state/rnfs]
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
 
@@ -502,15 +505,42 @@ fn portmap_hint(e: &rnfs_server::ServerError) -> &'static str {
 }
 
 pub(crate) fn default_state_dir() -> PathBuf {
-    if nix::unistd::geteuid().is_root() {
-        return PathBuf::from("/var/lib/rnfs");
+    state_dir_from(
+        |name| std::env::var_os(name),
+        nix::unistd::geteuid().is_root(),
+    )
+    .0
+}
+
+/// Where the handle key lives by default, from the environment (`env`) and
+/// whether we run as root; `true` with a directory under the temporary
+/// directory, which is often wiped at boot (no better place was known).
+///
+/// systemd's `$STATE_DIRECTORY` (set by the unit's `StateDirectory=`; a
+/// colon-separated list, of which the first is ours) comes first: the unit
+/// may run as a user of its own, or name another directory. Then
+/// `/var/lib/rnfs` for root, and the XDG state directory for anyone else.
+fn state_dir_from(env: impl Fn(&str) -> Option<OsString>, root: bool) -> (PathBuf, bool) {
+    let set = |name| env(name).filter(|v: &OsString| !v.is_empty());
+    let systemd = set("STATE_DIRECTORY").and_then(|list| {
+        list.as_bytes()
+            .split(|&b| b == b':')
+            .map(|dir| Path::new(OsStr::from_bytes(dir)))
+            .find(|dir| dir.is_absolute())
+            .map(Path::to_path_buf)
+    });
+    if let Some(dir) = systemd {
+        return (dir, false);
     }
-    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir).join("rnfs");
+    if root {
+        return (PathBuf::from("/var/lib/rnfs"), false);
     }
-    match std::env::var_os("HOME") {
-        Some(home) => PathBuf::from(home).join(".local/state/rnfs"),
-        None => std::env::temp_dir().join("rnfs-state"),
+    if let Some(dir) = set("XDG_STATE_HOME") {
+        return (PathBuf::from(dir).join("rnfs"), false);
+    }
+    match set("HOME") {
+        Some(home) => (PathBuf::from(home).join(".local/state/rnfs"), false),
+        None => (std::env::temp_dir().join("rnfs-state"), true),
     }
 }
 
@@ -544,11 +574,24 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     let mut config = args.server_config()?;
     crate::raise_fd_limit();
     let (export_configs, server_section) = args.exports()?;
-    let state_dir = args
-        .state_dir
-        .clone()
-        .or_else(|| server_section.state_dir.clone())
-        .unwrap_or_else(default_state_dir);
+    let state_dir = match args.state_dir.clone().or(server_section.state_dir.clone()) {
+        Some(dir) => dir,
+        None => {
+            let (dir, temporary) = state_dir_from(
+                |name| std::env::var_os(name),
+                nix::unistd::geteuid().is_root(),
+            );
+            if temporary {
+                tracing::warn!(
+                    "no $HOME, $XDG_STATE_HOME or $STATE_DIRECTORY: the handle key goes \
+                     in {}, which is often emptied at boot, and then every client's \
+                     file handles go stale; give --state-dir",
+                    dir.display()
+                );
+            }
+            dir
+        }
+    };
     let key = HandleKey::load_or_create(&state_dir).context("cannot load the handle key")?;
     let exports = Arc::new(
         Exports::new(&export_configs, Box::new(crate::backends::open)).map_err(|e| match &args
@@ -775,5 +818,59 @@ fn shutdown(control: &Arc<Control>, timeout: Duration) -> Result<(), String> {
             );
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn systemd_state_directory_comes_first() {
+        let vars = [
+            ("STATE_DIRECTORY", "/var/lib/rnfs-a:/var/lib/other"),
+            ("HOME", "/home/u"),
+        ];
+        for root in [false, true] {
+            assert_eq!(
+                state_dir_from(env(&vars), root),
+                (PathBuf::from("/var/lib/rnfs-a"), false)
+            );
+        }
+        // Empty or relative entries are not taken.
+        let vars = [("STATE_DIRECTORY", ":relative:/srv/state"), ("HOME", "/h")];
+        assert_eq!(
+            state_dir_from(env(&vars), false),
+            (PathBuf::from("/srv/state"), false)
+        );
+        let vars = [("STATE_DIRECTORY", ""), ("HOME", "/h")];
+        assert_eq!(
+            state_dir_from(env(&vars), false),
+            (PathBuf::from("/h/.local/state/rnfs"), false)
+        );
+    }
+
+    #[test]
+    fn root_then_xdg_then_home_then_temporary() {
+        let vars = [("XDG_STATE_HOME", "/x"), ("HOME", "/h")];
+        assert_eq!(
+            state_dir_from(env(&vars), true),
+            (PathBuf::from("/var/lib/rnfs"), false)
+        );
+        assert_eq!(
+            state_dir_from(env(&vars), false),
+            (PathBuf::from("/x/rnfs"), false)
+        );
+        let (dir, temporary) = state_dir_from(env(&[("HOME", "")]), false);
+        assert!(temporary, "{}", dir.display());
+        assert!(dir.starts_with(std::env::temp_dir()));
     }
 }

@@ -213,8 +213,9 @@ impl ExportConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSection {
-    /// Directory for the handle key; default: `/var/lib/rnfs` as root, else
-    /// `$XDG_STATE_HOME/rnfs` or `~/.local/state/rnfs`.
+    /// Directory for the handle key; default: `$STATE_DIRECTORY` (systemd),
+    /// else `/var/lib/rnfs` as root, else `$XDG_STATE_HOME/rnfs` or
+    /// `~/.local/state/rnfs`.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
 }
