@@ -16,7 +16,8 @@
 //!
 //! **Locking.** One mutex (`state`) guards both engines, the WRITEs in
 //! flight and the read-ahead cache; one condvar (`progress`) is signalled
-//! whenever a thread that did I/O without the lock puts its result back.
+//! whenever a thread that did I/O without the lock puts its result back,
+//! if any thread waits on it (a lone writer makes no `futex` call for it).
 //! The lock is never held across a network wait: a thread takes a WRITE (or
 //! a READ) out of the state, drops the lock, sends or waits, then locks
 //! again and hands the reply to the engine. A WRITE reply is collected under
@@ -250,6 +251,12 @@ struct State {
     /// Threads doing this file's I/O without the lock; each signals
     /// `progress` when done.
     busy: u32,
+    /// Threads waiting on `progress`: a signal with none is skipped, so a
+    /// lone writer makes no `futex` call per WRITE (`signal_progress`).
+    waiting: u32,
+    /// Signals sent on `progress`.
+    #[cfg(test)]
+    signals: u64,
     /// The part of `wb.held_bytes()` charged to the budget.
     charged: u64,
     ra: ReadAhead,
@@ -290,6 +297,9 @@ impl State {
             post_op_floor: 0,
             last_write: 0,
             busy: 0,
+            waiting: 0,
+            #[cfg(test)]
+            signals: 0,
             charged: 0,
             ra,
             cache: BTreeMap::new(),
@@ -387,7 +397,7 @@ impl<'a> TruncateEnd<'a> {
     fn finish(file: &NfsFile, st: &mut State) {
         st.truncating = false;
         st.size_gen += 1;
-        file.progress.notify_all();
+        file.signal_progress(st);
     }
 }
 
@@ -813,12 +823,35 @@ impl NfsFile {
     /// Waits until no truncate is on its way (see `State::truncating`).
     fn wait_truncate<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         while st.truncating {
-            st = self
-                .progress
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner);
+            st = self.wait_for_progress(st);
         }
         st
+    }
+
+    /// Waits on `progress`, counted in `st.waiting`.
+    fn wait_for_progress<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        st.waiting += 1;
+        let mut st = self
+            .progress
+            .wait(st)
+            .unwrap_or_else(PoisonError::into_inner);
+        st.waiting -= 1;
+        st
+    }
+
+    /// Wakes every thread waiting on `progress`, if there is one; `st` is
+    /// the locked state. A waiter counts itself under the lock, and the
+    /// wait lets go of the lock atomically: a signaller that sees no waiter
+    /// changed the state before any waiter could look at it again.
+    /// (`notify_all` is a `futex` call even when nobody waits.)
+    fn signal_progress(&self, st: &mut State) {
+        if st.waiting > 0 {
+            self.progress.notify_all();
+            #[cfg(test)]
+            {
+                st.signals += 1;
+            }
+        }
     }
 
     /// Brings the budget in line with what the engine holds.
@@ -897,7 +930,7 @@ impl NfsFile {
             }
         }
         self.charge(&mut st);
-        self.progress.notify_all();
+        self.signal_progress(&mut st);
         st
     }
 
@@ -914,7 +947,7 @@ impl NfsFile {
             if st.wb.is_flushed(t) {
                 self.charge(&mut st);
                 // Replies collected here may let a blocked writer go on.
-                self.progress.notify_all();
+                self.signal_progress(&mut st);
                 return Ok(st);
             }
             if let Some(action) = st.wb.poll_flush(t) {
@@ -929,10 +962,7 @@ impl NfsFile {
             if first.is_none() && st.busy > 0 {
                 // Other threads are sending or collecting the WRITEs it
                 // waits for; each signals when done.
-                st = self
-                    .progress
-                    .wait(st)
-                    .unwrap_or_else(PoisonError::into_inner);
+                st = self.wait_for_progress(st);
                 continue;
             }
             st = self.wait_progress(st, first)?;
@@ -958,16 +988,13 @@ impl NfsFile {
             st.busy -= 1;
             st.write_reply(self.now(), id, outcome);
             self.charge(&mut st);
-            self.progress.notify_all();
+            self.signal_progress(&mut st);
             return Ok(st);
         }
         if st.busy == 0 {
             return Err(stalled());
         }
-        Ok(self
-            .progress
-            .wait(st)
-            .unwrap_or_else(PoisonError::into_inner))
+        Ok(self.wait_for_progress(st))
     }
 
     /// Sends and collects until `done` holds.
@@ -1252,6 +1279,56 @@ mod tests {
             "read-ahead served the server's old bytes: {:?}...",
             &buf[..8]
         );
+    }
+
+    /// A lone writer never finds anyone waiting on `progress`, and so
+    /// signals it never: `notify_all` costs a `futex` call even then, once
+    /// per WRITE sent or collected. Two writers over the WRITE cap do wait,
+    /// and are woken.
+    #[cfg(not(loom))]
+    #[test]
+    fn progress_is_signalled_only_to_waiters() {
+        let (_server, s) = memory_server();
+        let nfs = s.nfs();
+        let open = |name: &[u8]| {
+            let how = rnfs_nfs3::CreateHow3::Unchecked(Sattr3::default());
+            let fh = nfs.create(&s.root(), name, how).expect("create");
+            let fh = fh.handle.expect("handle");
+            let attr = nfs.getattr(&fh).expect("getattr");
+            let config = IoConfig {
+                wsize: 4096,
+                max_outstanding_writes: 2,
+                ..IoConfig::default()
+            };
+            Arc::new(NfsFile::new(
+                nfs.clone(),
+                fh,
+                &attr,
+                config,
+                DirtyBudget::new(0),
+            ))
+        };
+        let f = open(b"lone");
+        for i in 0..64u64 {
+            f.write(i * 4096, &[1; 4096]).expect("write");
+        }
+        f.fsync().expect("fsync");
+        assert!(f.stats().writes_sent >= 64);
+        assert_eq!(f.lock().signals, 0, "signalled with nobody waiting");
+
+        let f = open(b"shared");
+        std::thread::scope(|scope| {
+            for t in 0..4u64 {
+                let f = &f;
+                scope.spawn(move || {
+                    for i in 0..64u64 {
+                        f.write((i * 4 + t) * 4096, &[1; 4096]).expect("write");
+                    }
+                });
+            }
+        });
+        f.fsync().expect("fsync");
+        assert_eq!(f.stats().writes_sent, 256);
     }
 
     fn state() -> State {
