@@ -51,7 +51,7 @@ use std::time::Duration;
 pub use snapshot::*;
 
 pub(crate) use clients::{ClientConn, ConnCounters};
-pub(crate) use shard::ShardHandle;
+pub(crate) use shard::{export_index, ShardHandle};
 
 use crate::nfs::exports::{Access, BackendKind};
 use crate::nfs::{Exports, MountList};
@@ -310,7 +310,7 @@ mod tests {
             proc_: 1,
         };
         let note = note::CallNote {
-            export: Some(1),
+            export: Some((1, export_index(1))),
             bytes_read: 0,
             bytes_written: 0,
             reply_held: false,
@@ -389,7 +389,7 @@ mod tests {
         let cpu0 = thread_cpu_ns();
         for i in 0..n {
             let read_at = std::time::Instant::now();
-            note::export(1);
+            note::export(1, export_index(1));
             let ids = CallIds {
                 prog: crate::services::NFS_PROGRAM,
                 vers: 3,

@@ -16,8 +16,9 @@ use std::cell::Cell;
 /// What one call touched.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CallNote {
-    /// The export of the first file handle the call opened.
-    pub(crate) export: Option<u32>,
+    /// The export of the first file handle the call opened: its id and its
+    /// dense index (`shard::export_index`).
+    pub(crate) export: Option<(u32, u32)>,
     /// READ: bytes returned.
     pub(crate) bytes_read: u32,
     /// WRITE: bytes accepted.
@@ -42,11 +43,11 @@ thread_local! {
 
 /// Records the export of the call in progress (the first one noted wins: RENAME
 /// and LINK open two handles of one export).
-pub(crate) fn export(id: u32) {
+pub(crate) fn export(id: u32, index: u32) {
     NOTE.with(|n| {
         let mut v = n.get();
         if v.export.is_none() {
-            v.export = Some(id);
+            v.export = Some((id, index));
             n.set(v);
         }
     });
@@ -82,14 +83,14 @@ mod tests {
     #[test]
     fn take_returns_the_call_and_clears_it() {
         let _ = take();
-        export(7);
-        export(9);
+        export(7, 0);
+        export(9, 1);
         read(10);
         written(3);
         assert_eq!(
             take(),
             CallNote {
-                export: Some(7),
+                export: Some((7, 0)),
                 bytes_read: 10,
                 bytes_written: 3,
                 reply_held: false,

@@ -11,7 +11,13 @@
 //! has served (allocated on the thread's first call of that procedure): 224
 //! latency buckets and 36 error counters as `u32`, a sum and a maximum. With 4,096
 //! threads that each served all 22 NFSv3 procedures that is about 100 MiB; at the
-//! default 8 threads, under 200 KiB. (An hdrhistogram of 1 significant digit over
+//! default 8 threads, under 200 KiB.
+//!
+//! Exports are counted by *dense index* ([`export_index`]), given to each export id
+//! when an export table is built: the first 16 in cells inside the shard, later
+//! ones in chunks of 64 allocated on the thread's first call of one of the chunk's
+//! (a 4 KiB table of chunks, and 2 KiB per chunk). A call finds its export's cell
+//! by position, with no search and no lock, however many exports there are. (An hdrhistogram of 1 significant digit over
 //! the same range takes about 4 KiB per procedure per thread.)
 //!
 //! A `u32` counter that reaches [`FLUSH_AT`] is moved into the registry's totals
@@ -32,9 +38,34 @@ use super::status::CODES;
 pub(crate) const COUNTS: usize = BUCKETS + CODES;
 /// A per-thread `u32` counter at this value is flushed into the totals.
 const FLUSH_AT: u32 = 1 << 31;
-/// Exports one thread counts on its own; calls of further exports are added to
-/// the totals under the registry lock.
+/// Exports one shard counts in place, by dense index
+/// ([`export_index`]): the first ones of the process, with no allocation.
 const EXPORT_CELLS: usize = 16;
+/// Exports per further chunk of a shard's export counters (2 KiB).
+const EXPORT_CHUNK: usize = 64;
+/// Further chunks a shard may have: exports of dense index up to
+/// `EXPORT_CELLS + EXPORT_CHUNK * EXPORT_CHUNKS` (16,400) are counted per
+/// thread; calls of later ones are added to the totals under the registry
+/// lock.
+const EXPORT_CHUNKS: usize = 256;
+
+/// Every export id the process has served, in the order first seen: an id's
+/// position is its dense index, which picks its counters in every shard
+/// without a search. Taken when an export table is built (start and
+/// reload), never on the call path. Append-only: a reload that keeps an id
+/// keeps its counters, and the list grows only with the distinct ids ever
+/// configured.
+static EXPORT_INDEX: Mutex<Option<HashMap<u32, u32>>> = Mutex::new(None);
+
+/// The dense index of export `id` (see [`EXPORT_INDEX`]).
+pub(crate) fn export_index(id: u32) -> u32 {
+    let mut index = EXPORT_INDEX
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let index = index.get_or_insert_with(HashMap::new);
+    let next = u32::try_from(index.len()).unwrap_or(u32::MAX);
+    *index.entry(id).or_insert(next)
+}
 
 /// Adds `n` to a counter that only the calling thread writes: a load and a store,
 /// not a read-modify-write. Relaxed: a snapshot needs some recent value of each
@@ -62,11 +93,19 @@ struct ExportCell {
     bytes_written: AtomicU64,
 }
 
+/// Export counters beyond a shard's first [`EXPORT_CELLS`], by chunk.
+type ExportChunks = Box<[OnceLock<Box<[ExportCell; EXPORT_CHUNK]>>]>;
+
 /// One service thread's counters. Written only by that thread.
 pub(crate) struct Shard {
     /// Indexed by slot; set on the thread's first call of that slot.
     slots: Box<[OnceLock<Box<SlotCells>>]>,
+    /// By dense export index.
     exports: [ExportCell; EXPORT_CELLS],
+    /// By dense export index past `EXPORT_CELLS`; the table on the thread's
+    /// first call of such an export, each chunk on its first call of one
+    /// of the chunk's.
+    more_exports: OnceLock<ExportChunks>,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
     replies_held: AtomicU64,
@@ -77,6 +116,7 @@ impl Shard {
         Shard {
             slots: (0..SLOTS).map(|_| OnceLock::new()).collect(),
             exports: Default::default(),
+            more_exports: OnceLock::new(),
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             replies_held: AtomicU64::new(0),
@@ -153,9 +193,18 @@ impl Totals {
         self.bytes_read += shard.bytes_read.load(Relaxed);
         self.replies_held += shard.replies_held.load(Relaxed);
         self.bytes_written += shard.bytes_written.load(Relaxed);
-        for cell in &shard.exports {
-            let key = cell.key.load(Relaxed);
-            let Some(id) = key.checked_sub(1) else { break };
+        let more = shard.more_exports.get().into_iter().flat_map(|chunks| {
+            chunks
+                .iter()
+                .filter_map(OnceLock::get)
+                .flat_map(|chunk| chunk.iter())
+        });
+        for cell in shard.exports.iter().chain(more) {
+            // A cell's key is set before its counters move (see
+            // `ExportCell`); one not yet used is skipped.
+            let Some(id) = cell.key.load(Relaxed).checked_sub(1) else {
+                continue;
+            };
             let e = self.exports.entry(id as u32).or_default();
             e.calls += cell.calls.load(Relaxed);
             e.bytes_read += cell.bytes_read.load(Relaxed);
@@ -279,8 +328,8 @@ impl ShardHandle {
         if note.reply_held {
             add(&self.shard.replies_held, 1);
         }
-        if let Some(id) = note.export {
-            self.record_export(id, note);
+        if let Some((id, index)) = note.export {
+            self.record_export(id, index, note);
         }
     }
 
@@ -295,22 +344,37 @@ impl ShardHandle {
         }
     }
 
-    fn record_export(&self, id: u32, note: &CallNote) {
-        let key = u64::from(id) + 1;
-        for cell in &self.shard.exports {
-            let k = cell.key.load(Relaxed);
-            if k == 0 {
-                cell.key.store(key, Relaxed);
-            } else if k != key {
-                continue;
-            }
-            add(&cell.calls, 1);
-            add(&cell.bytes_read, u64::from(note.bytes_read));
-            add(&cell.bytes_written, u64::from(note.bytes_written));
+    /// Counts a call of export `id`, of dense index `index`, in its cell:
+    /// found by position, no search.
+    fn record_export(&self, id: u32, index: u32, note: &CallNote) {
+        let Some(cell) = self.export_cell(index as usize) else {
+            // Past every shard's cells: as many exports as no server has.
+            self.registry.add_export(id, note);
             return;
+        };
+        let key = u64::from(id) + 1;
+        if cell.key.load(Relaxed) != key {
+            // First use: one id per index, for the process's life.
+            cell.key.store(key, Relaxed);
         }
-        // More exports than cells on this thread: rare, so a lock will do.
-        self.registry.add_export(id, note);
+        add(&cell.calls, 1);
+        add(&cell.bytes_read, u64::from(note.bytes_read));
+        add(&cell.bytes_written, u64::from(note.bytes_written));
+    }
+
+    fn export_cell(&self, index: usize) -> Option<&ExportCell> {
+        if let Some(cell) = self.shard.exports.get(index) {
+            return Some(cell);
+        }
+        let index = index - EXPORT_CELLS;
+        let chunk = self
+            .shard
+            .more_exports
+            .get_or_init(|| (0..EXPORT_CHUNKS).map(|_| OnceLock::new()).collect());
+        let chunk = chunk
+            .get(index / EXPORT_CHUNK)?
+            .get_or_init(|| Box::new(std::array::from_fn(|_| ExportCell::default())));
+        chunk.get(index % EXPORT_CHUNK)
     }
 }
 
@@ -340,7 +404,7 @@ mod tests {
         let a = registry.register();
         let b = registry.register();
         let note = CallNote {
-            export: Some(5),
+            export: Some((5, export_index(5))),
             bytes_read: 100,
             bytes_written: 0,
             reply_held: false,
@@ -377,13 +441,17 @@ mod tests {
         assert_eq!(calls(&registry.totals(), 0), u64::from(FLUSH_AT) + 2);
     }
 
+    /// A thousand exports are each counted in the thread's own cells, found
+    /// by dense index: none goes through the registry's lock, which every
+    /// thread shares. Past every cell, calls are still counted, there.
     #[test]
-    fn exports_beyond_the_cells_are_still_counted() {
+    fn a_thousand_exports_are_counted_per_thread() {
         let registry = Arc::new(Registry::default());
         let h = registry.register();
-        for id in 0..(EXPORT_CELLS as u32 + 4) {
+        let ids: Vec<u32> = (0..1_000).map(|i| 0x5eed_0000 + i).collect();
+        for &id in &ids {
             let note = CallNote {
-                export: Some(id),
+                export: Some((id, export_index(id))),
                 bytes_read: 0,
                 bytes_written: 8,
                 reply_held: false,
@@ -391,11 +459,36 @@ mod tests {
             h.record(7, None, 10, &note);
             h.record(7, None, 10, &note);
         }
+        assert!(
+            registry.lock().retired.exports.is_empty(),
+            "counted under the shared lock"
+        );
         let t = registry.totals();
-        assert_eq!(t.exports.len(), EXPORT_CELLS + 4);
-        assert!(t
-            .exports
-            .values()
-            .all(|e| e.calls == 2 && e.bytes_written == 16));
+        for id in &ids {
+            assert_eq!(
+                t.exports[id],
+                ExportTotals {
+                    calls: 2,
+                    bytes_read: 0,
+                    bytes_written: 16
+                }
+            );
+        }
+        let beyond = CallNote {
+            export: Some((9, (EXPORT_CELLS + EXPORT_CHUNK * EXPORT_CHUNKS) as u32)),
+            ..CallNote::default()
+        };
+        h.record(7, None, 10, &beyond);
+        assert_eq!(registry.totals().exports[&9].calls, 1);
+        drop(h);
+        assert_eq!(registry.totals().exports[&ids[999]].calls, 2);
+    }
+
+    #[test]
+    fn dense_indices_are_stable_and_distinct() {
+        let a = export_index(0xd15_0001);
+        let b = export_index(0xd15_0002);
+        assert_ne!(a, b);
+        assert_eq!(export_index(0xd15_0001), a);
     }
 }

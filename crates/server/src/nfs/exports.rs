@@ -604,6 +604,9 @@ pub struct Export {
     pub path_identity: Option<(u64, u64)>,
     /// Rate limit for the warnings of refused callers.
     pub refusals: RefusalLog,
+    /// Where each service thread counts this export's calls
+    /// (`metrics::shard::export_index`).
+    pub(crate) metrics_index: u32,
 }
 
 /// Limits the warnings that refused callers cause to one per
@@ -847,6 +850,7 @@ fn build(
             accepts_untagged,
             path_identity,
             refusals: RefusalLog::default(),
+            metrics_index: crate::metrics::export_index(id),
             fs,
         });
         table.by_id.insert(id, Arc::clone(&export));

@@ -187,7 +187,7 @@ impl NfsService {
             .cloned()
             .ok_or(Nfsstat3::Stale)?;
         if self.notes {
-            note::export(export.id);
+            note::export(export.id, export.metrics_index);
         }
         if let Err(refusal) = export.options.check(ctx.peer) {
             if let Some(not_logged) = export.refusals.admit(ctx.peer) {
