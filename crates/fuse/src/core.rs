@@ -74,6 +74,11 @@ struct DirStream {
     start: u64,
     page: Arc<Vec<DirItem>>,
     eof: bool,
+    /// Where in `page` the last reply stopped: the kernel's next offset is
+    /// the cookie of the entry before it, which is then found without
+    /// scanning the page (whose entries a directory's listing would
+    /// otherwise search once per reply: quadratic in the page).
+    resume: usize,
 }
 
 /// The mounted export and everything known about it.
@@ -89,6 +94,8 @@ pub(crate) struct Core {
     /// each learns of a write-back error at its fsync (`data.rs`).
     next_open: AtomicU64,
     silly: AtomicU64,
+    /// Directory reads whose offset was searched for in the cached page.
+    listing_searches: AtomicU64,
     pub(crate) opts: MountOptions,
     io: IoConfig,
     budget: Arc<DirtyBudget>,
@@ -231,6 +238,7 @@ impl Core {
             next_dir: AtomicU64::new(1),
             next_open: AtomicU64::new(1),
             silly: AtomicU64::new(0),
+            listing_searches: AtomicU64::new(0),
             blksize: io.wsize,
             io,
             budget,
@@ -1061,13 +1069,20 @@ impl Core {
     ) -> OpResult<()> {
         let (page, start) = self.readdir(ino, id, offset, &cred)?;
         let mut changed = Changed::new();
+        let mut stopped = page.len();
         {
             let mut t = self.table();
             let now = Instant::now();
-            for item in &page[start..] {
+            for (at, item) in page.iter().enumerate().skip(start) {
                 if add(&mut t, item, now, &mut changed) {
+                    stopped = at;
                     break;
                 }
+            }
+        }
+        if let Some(s) = lock(&self.dirs).get_mut(&id) {
+            if Arc::ptr_eq(&s.page, &page) {
+                s.resume = stopped;
             }
         }
         if !changed.is_empty() {
@@ -1093,9 +1108,14 @@ impl Core {
             let dirs = lock(&self.dirs);
             let s = dirs.get(&id).ok_or(Errno(libc::EBADF))?;
             verf = s.verf;
+            let resumed = s.resume.checked_sub(1).and_then(|i| s.page.get(i));
             let at = if s.start == offset {
                 Some(0)
+            } else if resumed.is_some_and(|i| i.cookie == offset) {
+                Some(s.resume)
             } else {
+                // `Relaxed`: a statistic.
+                self.listing_searches.fetch_add(1, Ordering::Relaxed);
                 s.page
                     .iter()
                     .position(|i| i.cookie == offset)
@@ -1152,6 +1172,7 @@ impl Core {
             s.start = offset;
             s.page = page_arc.clone();
             s.eof = page.eof;
+            s.resume = 0;
         }
         Ok((page_arc, 0))
     }
@@ -1252,6 +1273,13 @@ impl Core {
     }
 
     /// Nodes the kernel holds.
+    /// Directory reads whose offset was not where the last read stopped,
+    /// and was searched for in the cached page.
+    pub(crate) fn listing_searches(&self) -> u64 {
+        // `Relaxed`: a statistic.
+        self.listing_searches.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn node_count(&self) -> usize {
         self.table().len()
     }

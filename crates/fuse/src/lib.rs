@@ -255,6 +255,13 @@ impl MountHandle {
         self.unmounter.core.open_count()
     }
 
+    /// Directory reads since the mount whose offset was not where the
+    /// directory's previous read stopped, and was searched for in the
+    /// cached page of entries (a listing read in order makes none).
+    pub fn listing_searches(&self) -> u64 {
+        self.unmounter.core.listing_searches()
+    }
+
     /// Nodes the kernel holds now (the root included).
     pub fn nodes(&self) -> usize {
         self.unmounter.core.node_count()

@@ -250,6 +250,14 @@ fn large_directory_listing() {
     names.sort();
     let want: Vec<String> = (0..2000).map(|i| format!("file-{i:05}")).collect();
     assert_eq!(names, want);
+    // Read again in small pieces (4 KiB `getdents64` buffers: many of the
+    // kernel's reads per cached page of entries). Each read goes on where
+    // the last one stopped, found without searching the page: a search per
+    // read is quadratic in the page's entries.
+    let searches = t.handle.as_ref().unwrap().listing_searches();
+    assert_eq!(getdents_in_small_reads(&t.m("many")), 2002);
+    let searches = t.handle.as_ref().unwrap().listing_searches() - searches;
+    assert!(searches <= 2, "{searches} reads searched the page");
     // READDIRPLUS filled the cache: stat and read every entry.
     for i in (0..2000).step_by(97) {
         let p = t.m(&format!("many/file-{i:05}"));
@@ -268,6 +276,37 @@ fn large_directory_listing() {
     }
     assert_eq!(fs::read_dir(t.e("made")).unwrap().count(), 300);
     assert_eq!(fs::read_dir(t.m("made")).unwrap().count(), 300);
+}
+
+/// How many entries (`.` and `..` included) `dir` lists when read with
+/// `getdents64` into a 4 KiB buffer.
+fn getdents_in_small_reads(dir: &Path) -> usize {
+    let dir = File::open(dir).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut entries = 0;
+    loop {
+        // SAFETY: `buf` is writable for its length, and the descriptor is
+        // an open directory for the whole call.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                dir.as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        assert!(n >= 0, "getdents64: {}", std::io::Error::last_os_error());
+        if n == 0 {
+            return entries;
+        }
+        let mut at = 0;
+        while at < n as usize {
+            // d_ino (8), d_off (8), d_reclen (2), d_type, d_name.
+            let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]);
+            at += usize::from(reclen);
+            entries += 1;
+        }
+    }
 }
 
 /// `.` and `..` are listed, as directories, with the node ids `stat` shows,
