@@ -134,7 +134,11 @@ pub fn nfsstat_errno(s: Nfsstat3) -> i32 {
         Nfsstat3::Toosmall => libc::EINVAL,
         Nfsstat3::Serverfault => libc::EREMOTEIO,
         Nfsstat3::Badtype => libc::EOPNOTSUPP,
-        Nfsstat3::Jukebox => libc::EAGAIN,
+        // Only a soft client sees it, once the server said "later" until its
+        // time limit ran out: a timeout, as the soft limit's other failures.
+        // Never EAGAIN, which tells a blocking caller that nothing happened,
+        // when a WRITE given up on here may have carried its data.
+        Nfsstat3::Jukebox => libc::ETIMEDOUT,
     }
 }
 

@@ -723,25 +723,38 @@ impl NfsFile {
         // Ends the truncate however `send_truncate` ends, a panic included:
         // a `truncating` left set would hold back every later write.
         let ending = TruncateEnd(self);
+        let dropped = st.wb.handle_truncate(size);
+        st.invalidate(size, u64::MAX);
         let truncated = self.send_truncate(st, nfs, size);
+        // Under the lock `end` takes, before any held-back write runs.
         let mut st = ending.end();
-        let mut attr = truncated?;
-        st.wb.set_server_size(attr.size);
-        attr.size = st.wb.size();
-        Ok(attr)
+        match truncated {
+            Ok(mut attr) => {
+                st.wb.set_server_size(attr.size);
+                attr.size = st.wb.size();
+                Ok(attr)
+            }
+            Err(e) => {
+                // The file was not cut (or not known to be): the data
+                // written beyond `size` is still the application's, to
+                // be written back, not lost without a word.
+                st.wb.undo_truncate(dropped);
+                self.charge(&mut st);
+                Err(e)
+            }
+        }
     }
 
     /// The body of [`truncate_as`](Self::truncate_as), while `truncating`
-    /// holds back writes: drops the data beyond `size`, waits for the
-    /// WRITEs in flight beyond it, then SETATTR; the server's attributes.
+    /// holds back writes and the data beyond `size` is dropped: waits for
+    /// the WRITEs in flight beyond it, then SETATTR; the server's
+    /// attributes.
     fn send_truncate<'a>(
         &'a self,
         mut st: MutexGuard<'a, State>,
         nfs: &NfsClient,
         size: u64,
     ) -> Result<Fattr3, NfsError> {
-        st.wb.handle_truncate(size);
-        st.invalidate(size, u64::MAX);
         st = self.drive_until(st, |s| !s.wb.inflight_beyond(size))?;
         drop(st);
         let attrs = Sattr3 {

@@ -36,7 +36,8 @@ const JUKEBOX_MAX_PAUSE: Duration = Duration::from_secs(5);
 /// is sent again, as a new call, after a pause that grows from 100 ms to 5 s:
 /// for ever when `hard`, as Linux does, and while the soft time limit
 /// (`timeout` x (`retrans` + 1)) lasts otherwise, after which the caller gets
-/// the status (`EAGAIN`). Write-behind loses no data to it.
+/// the status (`ETIMEDOUT` as an errno, as a soft timeout). A hard client's
+/// write-behind loses no data to it.
 #[derive(Debug)]
 struct Jukebox {
     pause: Duration,

@@ -169,6 +169,16 @@ impl std::fmt::Debug for WriteData {
     }
 }
 
+/// What a truncate dropped ([`Writeback::handle_truncate`]), kept until its
+/// SETATTR answers: put back by [`Writeback::undo_truncate`] if it fails.
+#[derive(Debug)]
+pub struct Truncated {
+    size: u64,
+    last_end: Option<u64>,
+    /// `(start, bytes, seq, since)`, newest first.
+    pieces: Vec<(u64, WriteData, u64, Duration)>,
+}
+
 /// A WRITE to send.
 #[derive(Debug, Clone)]
 pub struct WriteRequest {
@@ -622,14 +632,62 @@ impl<E: From<WritebackError>> Writeback<E> {
 
     /// The file is being truncated (or extended) to `size`: data beyond it is
     /// dropped. The driver must wait until
-    /// [`inflight_beyond`](Self::inflight_beyond) is false before SETATTR.
-    pub fn handle_truncate(&mut self, size: u64) {
-        self.dirty.carve(size, u64::MAX);
-        self.unstable.carve(size, u64::MAX);
+    /// [`inflight_beyond`](Self::inflight_beyond) is false before SETATTR,
+    /// and hand what this returns to
+    /// [`undo_truncate`](Self::undo_truncate) if the SETATTR fails.
+    pub fn handle_truncate(&mut self, size: u64) -> Truncated {
+        let mut taken = Truncated {
+            size: self.size,
+            last_end: self.last_end,
+            pieces: Vec::new(),
+        };
+        // Newest first: what is dirty was written after what is in flight,
+        // which was sent after what is acknowledged.
+        for (start, p) in self.dirty.carve(size, u64::MAX) {
+            taken
+                .pieces
+                .push((start, WriteData::new(p.data), p.seq, p.since));
+        }
+        for (start, f) in self.inflight.overlapping(size, u64::MAX) {
+            let skip = to_usize(size.saturating_sub(start));
+            let data = f.data.slice(skip, f.data.len());
+            taken
+                .pieces
+                .push((start + skip as u64, data, f.seq, f.since));
+        }
+        for (start, p) in self.unstable.carve(size, u64::MAX) {
+            taken.pieces.push((start, p.data, p.seq, p.since));
+        }
         let dirty = &self.dirty.map;
         self.ready.retain(|k| dirty.contains_key(k));
         self.size = size;
         self.last_end = None;
+        taken
+    }
+
+    /// The SETATTR of a truncate failed: the data
+    /// [`handle_truncate`](Self::handle_truncate) dropped is dirty again,
+    /// and the size is what it was. Data since written over it wins. What
+    /// was in flight or acknowledged beyond the new size is sent again
+    /// (its acknowledgement was forgotten), so a COMMIT covers it.
+    pub fn undo_truncate(&mut self, taken: Truncated) {
+        self.size = self.size.max(taken.size);
+        self.last_end = taken.last_end;
+        for (start, data, seq, since) in taken.pieces {
+            let bytes = data.as_slice();
+            let mut pos = start;
+            let mut rest = bytes;
+            while !rest.is_empty() {
+                let block_end = (pos / self.wsize + 1) * self.wsize;
+                let n = to_usize((block_end - pos).min(rest.len() as u64));
+                // Any of these bytes already dirty are newer (or restored
+                // first, being newer): they win.
+                self.unstable.carve(pos, pos + n as u64);
+                self.put_dirty(pos, &rest[..n], seq, since, false, self.cap > 0);
+                pos += n as u64;
+                rest = &rest[n..];
+            }
+        }
     }
 
     /// The server says the file is `size` bytes: the client's view becomes
@@ -1747,6 +1805,33 @@ mod tests {
         assert_eq!(h.view(), h.model);
         assert_eq!(h.fsync(), None);
         assert_eq!(h.server.stable, h.model);
+    }
+
+    /// A truncate whose SETATTR fails puts back what it dropped: dirty
+    /// data, data that was in flight and data acknowledged UNSTABLE beyond
+    /// the cut are all written again, so even a server restart (a new
+    /// verifier) before the COMMIT loses none of it.
+    #[test]
+    fn a_failed_truncate_is_undone() {
+        let mut h = Harness::new(4096, 16);
+        let data: Vec<u8> = (0..16_384u32).map(|i| (i * 13) as u8).collect();
+        h.write(0, &data[..12_288]);
+        assert_eq!(h.pump(), 3);
+        h.answer(0, Answer::Unstable); // [0, 4096): acknowledged, below
+        h.answer(0, Answer::Unstable); // [4096, 8192): acknowledged, across
+                                       // [8192, 12288) stays in flight; [12288, 16384) is dirty.
+        h.write(12_288, &data[12_288..]);
+        let taken = h.wb.handle_truncate(6000);
+        assert!(h.wb.inflight_beyond(6000));
+        h.answer_all();
+        // The SETATTR failed: the file is as it was.
+        h.wb.undo_truncate(taken);
+        assert_eq!(h.wb.size(), 16_384);
+        assert_eq!(h.view(), h.model);
+        h.server.restart(); // everything unstable on the server is lost
+        assert_eq!(h.fsync(), None);
+        assert_eq!(h.server.stable, h.model);
+        assert_eq!(h.server.stable, data);
     }
 
     #[test]

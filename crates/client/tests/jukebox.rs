@@ -138,6 +138,9 @@ fn a_soft_client_gives_up_on_jukebox_at_its_time_limit_a_hard_one_never() {
         matches!(got, Err(NfsError::Status(Nfsstat3::Jukebox))),
         "{got:?}"
     );
+    // A timeout to a POSIX caller, never "try again" (EAGAIN): a WRITE
+    // given up on may have carried data.
+    assert_eq!(got.unwrap_err().errno(), libc::ETIMEDOUT);
     assert_eq!(plan.answered(GETATTR), 3);
     assert!(took >= Duration::from_millis(300), "{took:?}");
 
@@ -153,4 +156,56 @@ fn a_soft_client_gives_up_on_jukebox_at_its_time_limit_a_hard_one_never() {
         "{:?}",
         start.elapsed()
     );
+}
+
+/// A truncate whose SETATTR fails leaves the file as it was: the data written
+/// beyond the new size is still the application's, written back at the next
+/// `fsync`, and the size does not shrink. It used to be dropped before the
+/// SETATTR and never put back, and that `fsync` succeeded with the server
+/// holding the new bytes below the cut and the old ones above it.
+#[test]
+fn a_truncate_whose_setattr_fails_loses_no_data() {
+    const SETATTR: u32 = 2;
+    const NFS3ERR_IO: u32 = 5;
+    let server = TestServer::rnfs(Backend::Local);
+    let direct = server.session();
+    let dir = server.scratch(&direct);
+    let how = CreateHow3::Unchecked(Sattr3::default());
+    let fh = direct
+        .nfs()
+        .create(&dir, b"t", how)
+        .unwrap()
+        .handle
+        .unwrap();
+    direct
+        .nfs()
+        .write(&fh, 0, &[b'A'; 8192], rnfs_nfs3::StableHow::FileSync)
+        .unwrap();
+    let plan = JukeboxPlan::failing(NFS3ERR_IO, &[(SETATTR, 2)]);
+    let c = client_through(&server, &plan, ClientOptions::default());
+    let attr = c.getattr(&fh).unwrap();
+    // Held dirty (no early WRITEs), then sent early: the data beyond the
+    // cut is in flight or acknowledged UNSTABLE when the truncate comes.
+    for (round, max_outstanding_writes) in [(1u8, 0), (2, 4)] {
+        let config = IoConfig {
+            wsize: 4096,
+            max_outstanding_writes,
+            ..IoConfig::default()
+        };
+        let budget = DirtyBudget::new(DirtyBudget::DEFAULT_MAX_BYTES);
+        let f = NfsFile::new(c.clone(), FileHandle::clone(&fh), &attr, config, budget);
+        let data: Vec<u8> = pattern(8192).iter().map(|b| b ^ round).collect();
+        f.write(0, &data).unwrap();
+        let e = f.truncate(4096).unwrap_err();
+        assert!(matches!(e, NfsError::Status(Nfsstat3::Io)), "{e:?}");
+        assert_eq!(
+            f.size(),
+            8192,
+            "the size shrank though the file was not cut"
+        );
+        f.fsync().unwrap();
+        f.close().unwrap();
+        assert_eq!(read_direct(direct.nfs(), &fh), data, "round {round}");
+    }
+    assert_eq!(plan.answered(SETATTR), 2);
 }

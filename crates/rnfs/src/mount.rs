@@ -44,9 +44,10 @@ Mount options (-o, comma-separated, as mount.nfs spells them):
   cto, nocto              close-to-open revalidation on open (cto)
   timeo=DS                RPC timeout in deciseconds (600)
   retrans=N               retransmissions before a soft mount fails a call (2)
-  hard, soft              retry for ever, or fail with EIO after retrans (hard:
-                          soft mounts can lose written data when a server is
-                          slow, as with the kernel client)
+  hard, soft              retry for ever, or fail after retrans with ETIMEDOUT
+                          (ECONNRESET when the connection is lost), as the
+                          kernel client's soft,softerr (hard: soft mounts can
+                          lose written data when a server is slow)
   nconnect=N              TCP connections to the server, 1-16 (1)
   rsize=B, wsize=B        READ/WRITE size, 4096-1048576 (the server's preference;
                           for wsize at most 262144 with write-behind on, which
