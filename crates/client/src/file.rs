@@ -251,6 +251,10 @@ struct State {
     /// Threads doing this file's I/O without the lock; each signals
     /// `progress` when done.
     busy: u32,
+    /// WRITE and COMMIT failures handed to the engine so far, and the errno
+    /// of the last (see [`NfsFile::write_back_failures`]).
+    failures: u64,
+    last_failure: i32,
     /// Threads waiting on `progress`: a signal with none is skipped, so a
     /// lone writer makes no `futex` call per WRITE (`signal_progress`).
     waiting: u32,
@@ -297,6 +301,8 @@ impl State {
             post_op_floor: 0,
             last_write: 0,
             busy: 0,
+            failures: 0,
+            last_failure: 0,
             waiting: 0,
             #[cfg(test)]
             signals: 0,
@@ -321,7 +327,19 @@ impl State {
                 self.post_op_replies += 1;
             }
         }
+        let errno = outcome.as_ref().err().map(NfsError::errno);
         self.wb.handle_write_reply(now, id, outcome.map(reply));
+        self.count_failure(errno);
+    }
+
+    /// Counts a failure the engine just took, if it did: `errno` is the
+    /// reply's error (`None`: the engine's own, a WRITE that wrote nothing).
+    fn count_failure(&mut self, errno: Option<i32>) {
+        let failures = self.wb.stats().errors;
+        if failures != self.failures {
+            self.failures = failures;
+            self.last_failure = errno.unwrap_or(libc::EIO);
+        }
     }
 
     /// Forgets the post-op attributes of WRITEs sent so far.
@@ -786,6 +804,19 @@ impl NfsFile {
         current
     }
 
+    /// How many WRITEs and COMMITs of this file have failed, and the errno
+    /// of the last failure (0 before any). A failure counts when its reply
+    /// arrives, under the lock that resolves it, while its error waits to be
+    /// taken, once, by the next `write`, `flush`, `fsync` or `close`. A
+    /// layer that must report each failure to every opener of the file, as
+    /// Linux's `errseq_t` does, compares the count with what each opener has
+    /// seen: a `fsync` that returns after the failure was resolved sees it
+    /// counted, whichever caller took the error.
+    pub fn write_back_failures(&self) -> (u64, i32) {
+        let st = self.lock();
+        (st.failures, st.last_failure)
+    }
+
     /// A count of this file's WRITE and COMMIT replies and truncates, to
     /// pass to [`set_server_size`](Self::set_server_size) with a size
     /// fetched by a call sent now.
@@ -936,10 +967,16 @@ impl NfsFile {
                 }
                 st.pending.insert(id, call);
             }
-            Sent::Write(id, Err(e)) => st.wb.handle_write_reply(self.now(), id, Err(e)),
+            Sent::Write(id, Err(e)) => {
+                let errno = e.errno();
+                st.wb.handle_write_reply(self.now(), id, Err(e));
+                st.count_failure(Some(errno));
+            }
             Sent::Commit(id, r) => {
                 st.size_gen += 1;
+                let errno = r.as_ref().err().map(NfsError::errno);
                 st.wb.handle_commit_reply(id, r);
+                st.count_failure(errno);
             }
         }
         self.charge(&mut st);

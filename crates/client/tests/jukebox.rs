@@ -209,3 +209,44 @@ fn a_truncate_whose_setattr_fails_loses_no_data() {
     }
     assert_eq!(plan.answered(SETATTR), 2);
 }
+
+/// A failed WRITE is counted when its reply arrives, before any call takes
+/// its error (which the next `fsync` does, once): a layer reporting each
+/// failure to several openers (the FUSE mount) compares counts, so an
+/// opener's `fsync` that returns after the failure sees it whichever caller
+/// takes the error.
+#[test]
+fn write_back_failures_count_when_the_reply_arrives() {
+    const NFS3ERR_NOSPC: u32 = 28;
+    let server = TestServer::rnfs(Backend::Local);
+    let direct = server.session();
+    let dir = server.scratch(&direct);
+    let how = CreateHow3::Unchecked(Sattr3::default());
+    let fh = direct
+        .nfs()
+        .create(&dir, b"w", how)
+        .unwrap()
+        .handle
+        .unwrap();
+    let plan = JukeboxPlan::failing(NFS3ERR_NOSPC, &[(WRITE, 1)]);
+    let c = client_through(&server, &plan, ClientOptions::default());
+    let attr = c.getattr(&fh).unwrap();
+    let config = IoConfig {
+        wsize: 4096,
+        max_outstanding_writes: 4,
+        ..IoConfig::default()
+    };
+    let budget = DirtyBudget::new(DirtyBudget::DEFAULT_MAX_BYTES);
+    let f = NfsFile::new(c.clone(), FileHandle::clone(&fh), &attr, config, budget);
+    assert_eq!(f.write_back_failures(), (0, 0));
+    // A whole chunk: sent at once.
+    f.write(0, &[7; 4096]).unwrap();
+    // GETATTR's flush collects the reply and takes no error.
+    f.getattr().unwrap();
+    assert_eq!(plan.answered(WRITE), 1);
+    assert_eq!(f.write_back_failures(), (1, libc::ENOSPC));
+    let e = f.fsync().unwrap_err();
+    assert_eq!(e.errno(), libc::ENOSPC);
+    f.fsync().unwrap();
+    assert_eq!(f.write_back_failures(), (1, libc::ENOSPC));
+}

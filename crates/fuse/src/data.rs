@@ -3,12 +3,16 @@
 //! what the mount needs to know about it.
 //!
 //! **Write-back errors** are kept as Linux's `errseq_t`: the `NfsFile`
-//! hands a WRITE or COMMIT failure out once, to whichever call takes it, so
-//! every error taken bumps the file's error sequence here, and each open
-//! (FUSE file handle) remembers the sequence it last reported. `fsync`
-//! reports an error the open has not seen and marks it seen; `flush` (every
-//! `close(2)` of a descriptor, a forked child's exit included) and setattr
-//! report without marking, so an error always reaches every open's fsync.
+//! hands a WRITE or COMMIT failure out once, to whichever call takes it, but
+//! counts every failure when its reply arrives
+//! (`NfsFile::write_back_failures`), and each open (FUSE file handle)
+//! remembers the count it last reported. `fsync` reports a failure the open
+//! has not seen and marks it seen; `flush` (every `close(2)` of a
+//! descriptor, a forked child's exit included) and setattr report without
+//! marking, so an error always reaches every open's fsync. The count moves
+//! as the failure is resolved, not when some call takes its error, so an
+//! open's fsync that returns after a failure always sees it, even while
+//! another open's call is taking that error.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,15 +21,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use rnfs_client::{NfsClient, NfsError, NfsFile};
 use rnfs_nfs3::Fattr3;
 
-/// Write-back errors of one file and what each open has seen of them.
+/// What each open has seen of the file's write-back failures.
 #[derive(Debug, Default)]
 struct Errors {
-    /// Bumped by every error taken from the `NfsFile`.
-    seq: u64,
-    /// The errno of the last one.
-    errno: i32,
-    /// Per open (FUSE file handle): the `seq` it last reported, or had when
-    /// opened.
+    /// Per open (FUSE file handle): the failure count
+    /// (`NfsFile::write_back_failures`) it last reported, or saw when opened.
     seen: HashMap<u64, u64>,
 }
 
@@ -58,21 +58,11 @@ impl OpenFile {
         self.errors.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Keeps an error of the `NfsFile` (which hands it out only once) for
-    /// every open's next fsync.
-    fn record<T>(&self, r: Result<T, NfsError>) -> Result<T, NfsError> {
-        if let Err(e) = &r {
-            let mut errors = self.errors();
-            errors.seq += 1;
-            errors.errno = e.errno();
-        }
-        r
-    }
-
     /// Open `fh` of the file begins: it reports only errors from now on.
     pub(crate) fn opened(&self, fh: u64) {
+        // Lock order: `errors`, then the `NfsFile`'s state.
         let mut errors = self.errors();
-        let seq = errors.seq;
+        let (seq, _) = self.file.write_back_failures();
         errors.seen.insert(fh, seq);
     }
 
@@ -86,7 +76,7 @@ impl OpenFile {
     /// setattr) it stays for `fh`'s next fsync.
     pub(crate) fn check_error(&self, fh: u64, advance: bool) -> Result<(), i32> {
         let mut errors = self.errors();
-        let (seq, errno) = (errors.seq, errors.errno);
+        let (seq, errno) = self.file.write_back_failures();
         let Some(seen) = errors.seen.get_mut(&fh) else {
             return Ok(());
         };
@@ -123,7 +113,7 @@ impl OpenFile {
     /// may wait for the write-behind's flow control).
     pub(crate) fn write(&self, offset: u64, data: &[u8]) -> Result<usize, NfsError> {
         self.written.fetch_add(1, Ordering::AcqRel);
-        self.record(self.file.write(offset, data))
+        self.file.write(offset, data)
     }
 
     /// Writes back and commits what was written more than the expiry ago
@@ -140,7 +130,7 @@ impl OpenFile {
     /// Writes back everything and COMMITs it (close-to-open, fsync).
     pub(crate) fn fsync(&self) -> Result<(), NfsError> {
         let start = self.written.load(Ordering::Acquire);
-        self.record(self.file.fsync())?;
+        self.file.fsync()?;
         self.synced.store(start, Ordering::Release);
         Ok(())
     }
@@ -148,7 +138,7 @@ impl OpenFile {
     /// Sends everything dirty and waits for it (before a SETATTR, whose
     /// times later WRITEs must not overwrite).
     pub(crate) fn flush(&self) -> Result<(), NfsError> {
-        self.record(self.file.flush())
+        self.file.flush()
     }
 
     /// The attributes, after a bounded flush, with the size we know of
@@ -203,7 +193,7 @@ impl OpenFile {
     /// Last close: writes back, commits, and lets go.
     pub(crate) fn close(&self) -> Result<(), NfsError> {
         let start = self.written.load(Ordering::Acquire);
-        self.record(self.file.close())?;
+        self.file.close()?;
         self.synced.store(start, Ordering::Release);
         Ok(())
     }
