@@ -523,6 +523,30 @@ fn close_to_open_sees_the_new_size_of_a_file_held_open() {
     drop(held);
 }
 
+/// Close-to-open keeps the kernel's pages of a file nobody changed: reading
+/// it again after a new open costs no READ (the open answers with
+/// FOPEN_KEEP_CACHE). Once another client changed it, the next open drops
+/// them and reads the new bytes.
+#[test]
+fn an_unchanged_file_is_read_again_from_the_kernels_pages() {
+    if skip("an_unchanged_file_is_read_again_from_the_kernels_pages") {
+        return;
+    }
+    const READ: u32 = 6;
+    let plan = JukeboxPlan::failing(5, &[]);
+    let t = TestMount::through_proxy("", |server| jukebox_proxy(server, Arc::clone(&plan)));
+    fs::write(t.e("f"), pattern(1 << 20, 1)).unwrap();
+    assert_eq!(fs::read(t.m("f")).unwrap(), pattern(1 << 20, 1));
+    let reads = plan.seen(READ);
+    assert!(reads > 0);
+    assert_eq!(fs::read(t.m("f")).unwrap(), pattern(1 << 20, 1));
+    assert_eq!(plan.seen(READ), reads, "an unchanged file was read again");
+    // Another client (here: the server's own directory) changes it.
+    fs::write(t.e("f"), pattern(1 << 20, 2)).unwrap();
+    assert_eq!(fs::read(t.m("f")).unwrap(), pattern(1 << 20, 2));
+    assert!(plan.seen(READ) > reads);
+}
+
 /// Another client changes a file this mount holds open and has read ahead
 /// of: once the attributes time out and show the change, a read on the held
 /// descriptor and a new open both see the new bytes. The open file's

@@ -72,6 +72,11 @@ impl JukeboxPlan {
         Arc::new(plan)
     }
 
+    /// How many calls of `proc_` went through the proxy, answered or not.
+    pub(crate) fn seen(&self, proc_: u32) -> u32 {
+        self.seen[proc_ as usize].load(Ordering::Relaxed)
+    }
+
     /// How many calls of `proc_` were answered NFS3ERR_JUKEBOX.
     pub(crate) fn answered(&self, proc_: u32) -> u32 {
         self.answered[proc_ as usize].load(Ordering::Relaxed)
