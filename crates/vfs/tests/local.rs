@@ -1003,6 +1003,69 @@ fn modes_are_exact_despite_umask() {
     assert_eq!(meta.permissions().mode() & 0o7777, 0o777);
 }
 
+/// In a directory with a default ACL the kernel masks a new object's mode
+/// by that ACL instead of the umask, for knfsd as for any process, and the
+/// backend keeps what the kernel decided: it once put back every bit the
+/// creation cut, taking them all for the umask's, and so made files in a
+/// private directory (`o::---`) readable by everyone. Also as a caller who
+/// is not root, whose fsuid cannot read the server's `/proc/self/fd`.
+#[test]
+fn a_default_acl_masks_new_modes() {
+    let dir = temp_dir();
+    let shared = dir.path().join("private");
+    std::fs::create_dir(&shared).unwrap();
+    // u::rwx g::r-x o::--- as a default ACL (the kernel's xattr format:
+    // version 2, then (tag, perm, id) entries in tag order).
+    let mut acl = 2u32.to_le_bytes().to_vec();
+    for (tag, perm) in [(0x01u16, 7u16), (0x04, 5), (0x20, 0)] {
+        acl.extend_from_slice(&tag.to_le_bytes());
+        acl.extend_from_slice(&perm.to_le_bytes());
+        acl.extend_from_slice(&u32::MAX.to_le_bytes());
+    }
+    let set_acl = rustix::fs::setxattr(
+        &shared,
+        "system.posix_acl_default",
+        &acl,
+        rustix::fs::XattrFlags::empty(),
+    );
+    if let Err(e) = set_acl {
+        assert!(
+            std::env::var_os("RNFS_CI").is_none(),
+            "no POSIX ACLs here: {e}"
+        );
+        eprintln!("skipped: no POSIX ACLs here ({e})");
+        return;
+    }
+    let fs = open(dir.path());
+    let r = fs.root();
+    let private = lookup(&fs, &r, b"private").unwrap();
+    let f = fs.create(&root(), &private, b"f", &guarded(0o666)).unwrap();
+    assert_eq!(
+        f.attr.mode, 0o640,
+        "the file's mode ignores the default ACL"
+    );
+    let set = SetAttr {
+        mode: Some(0o777),
+        ..SetAttr::default()
+    };
+    let d = fs.mkdir(&root(), &private, b"d", &set).unwrap();
+    assert_eq!(d.attr.mode, 0o750);
+    let meta = std::fs::metadata(shared.join("d")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o750);
+    if is_root() {
+        std::os::unix::fs::chown(&shared, Some(4242), Some(4242)).unwrap();
+        let caller = Cred {
+            uid: 4242,
+            gid: 4242,
+            groups: Vec::new(),
+        };
+        switched(&caller);
+        let made = fs.create(&caller, &private, b"g", &guarded(0o666));
+        identity::switch_to(&Cred::root()).unwrap();
+        assert_eq!(made.unwrap().attr.mode, 0o640);
+    }
+}
+
 /// As the server runs it: the thread's fsuid is the caller's. Handles still
 /// resolve (the backend asks for root only for that), and the kernel checks
 /// every access.

@@ -1127,6 +1127,19 @@ impl LocalFs {
         if cred.uid == stat.st_uid {
             return Ok(());
         }
+        self.kernel_allows(cred, fd, stat, want)
+    }
+
+    /// May the caller access `fd` with `want` (`R_OK`, `W_OK` or `X_OK`),
+    /// as the kernel says for the thread's identity (the owner too: no
+    /// override), or by the mode bits where `faccessat2` is missing.
+    fn kernel_allows(
+        &self,
+        cred: &Cred,
+        fd: BorrowedFd<'_>,
+        stat: &Stat,
+        want: i32,
+    ) -> FsResult<()> {
         if self.has_faccessat2.load(Ordering::Relaxed) {
             match sys::access_fd(fd, want) {
                 Ok(()) => return Ok(()),
@@ -1135,7 +1148,11 @@ impl LocalFs {
             }
         }
         let bits = cred.mode_bits(stat.st_uid, stat.st_gid, stat.st_mode);
-        let need = if want == libc::W_OK { 0o2 } else { 0o4 };
+        let need = match want {
+            libc::W_OK => 0o2,
+            libc::X_OK => 0o1,
+            _ => 0o4,
+        };
         if cred.uid == 0 || bits & need != 0 {
             Ok(())
         } else {

@@ -137,7 +137,14 @@ impl LocalFs {
             // (uid_t)-1 means "unchanged" to chown; never a real owner.
             return Err(FsError::Inval);
         }
+        let mut mode = set.mode;
         if set.uid.is_some() || set.gid.is_some() {
+            // A chown drops setuid, and setgid with group execute, of a
+            // non-directory; so does a mode set with it (knfsd's
+            // `nfsd_sanitize_attrs`), or a chown by root would keep them.
+            if !is_type(stat, RawType::Directory) {
+                mode = mode.map(strip_set_id);
+            }
             rfs::chownat(
                 fd,
                 "",
@@ -147,7 +154,7 @@ impl LocalFs {
             )
             .map_err(errno)?;
         }
-        if let Some(mode) = set.mode {
+        if let Some(mode) = mode {
             // Linux symlinks have no mode of their own; knfsd ignores it too.
             if !is_type(stat, RawType::Symlink) {
                 self.chmod(fd, mode & 0o7777)?;
@@ -163,15 +170,32 @@ impl LocalFs {
         Ok(())
     }
 
-    /// After creating an object (`fd`, created with `mode`): applies what the
-    /// creation did not already give it. The process umask may have cut
-    /// permission bits of `mode`: those are put back, while what the kernel
+    /// After creating an object (`fd`, created with `mode` in directory
+    /// `dir`): applies what the creation did not already give it. The
+    /// process umask may have cut permission bits of `mode`: those are put
+    /// back, as knfsd (umask 0, no chmod) has them. But in a directory with
+    /// a default ACL the kernel cut them by that ACL instead of the umask,
+    /// as it does for knfsd, and they stay cut: putting them back would
+    /// open a file the directory's owner made private. What the kernel
     /// decided about set-id bits (setgid inherited from the directory, or
-    /// dropped for a non-member) stays, as knfsd (umask 0, no chmod) has it.
-    fn set_new_attrs(&self, fd: BorrowedFd<'_>, mode: u32, set: &SetAttr) -> FsResult<()> {
+    /// dropped for a non-member) stays.
+    fn set_new_attrs(
+        &self,
+        dir: BorrowedFd<'_>,
+        fd: BorrowedFd<'_>,
+        mode: u32,
+        set: &SetAttr,
+    ) -> FsResult<()> {
         let stat = rfs::fstat(fd).map_err(errno)?;
         let current = stat.st_mode & 0o7777;
-        let wanted = current | (mode & 0o777);
+        let cut = mode & 0o777 & !current;
+        // Asked only when bits were cut: with the usual umask (022) and modes
+        // (0644, 0755) nothing is.
+        let wanted = if cut != 0 && !self.has_default_acl(dir) {
+            current | cut
+        } else {
+            current
+        };
         let (uid, gid) = creation_owner(set);
         let rest = SetAttr {
             mode: Some(wanted).filter(|&m| m != current),
@@ -184,24 +208,42 @@ impl LocalFs {
         self.set_attrs(fd, &stat, &rest)
     }
 
+    /// Whether directory `dir` has a default ACL, which the kernel applies
+    /// to new objects instead of the umask. Read through `/proc/self/fd`
+    /// (`dir` may be `O_PATH`), as root: a caller's fsuid may not look into
+    /// the server's own descriptors. An error counts as none.
+    fn has_default_acl(&self, dir: BorrowedFd<'_>) -> bool {
+        let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir));
+        // A minimal ACL takes 28 bytes; a longer one fills the buffer
+        // (ERANGE), which says as much.
+        let mut value = [0u8; 64];
+        let read = crate::identity::as_fs_root(|| {
+            rfs::getxattr(path.as_str(), "system.posix_acl_default", &mut value[..])
+        });
+        matches!(read, Ok(1..) | Err(Errno::RANGE))
+    }
+
     /// Finishes a create-like operation on `path_fd`, the new object of
-    /// type `kind`, committed with its attributes.
+    /// type `kind` in directory `dir`, committed with its attributes.
     fn finish_new(
         &self,
+        dir: BorrowedFd<'_>,
         path_fd: OwnedFd,
         kind: RawType,
         mode: u32,
         set: &SetAttr,
     ) -> FsResult<(BackendHandle, Attr)> {
-        self.set_new_attrs(path_fd.as_fd(), mode, set)?;
+        self.set_new_attrs(dir, path_fd.as_fd(), mode, set)?;
         self.commit_metadata(path_fd.as_fd(), kind)?;
         self.describe_path(path_fd)
     }
 
-    /// Finishes a CREATE on `fd`, the new file open for reading and writing,
-    /// which is kept in the open-file cache for the WRITEs that follow.
+    /// Finishes a CREATE on `fd`, the new file in `dir` open for reading
+    /// and writing, which is kept in the open-file cache for the WRITEs that
+    /// follow.
     fn finish_new_file(
         &self,
+        dir: BorrowedFd<'_>,
         fd: OwnedFd,
         mode: u32,
         set: &SetAttr,
@@ -209,7 +251,7 @@ impl LocalFs {
         if let Some(size) = set.size {
             truncate(fd.as_fd(), size)?;
         }
-        self.set_new_attrs(fd.as_fd(), mode, set)?;
+        self.set_new_attrs(dir, fd.as_fd(), mode, set)?;
         self.commit_metadata(fd.as_fd(), RawType::RegularFile)?;
         let stat = rfs::fstat(&fd).map_err(errno)?;
         let (fh, attr) = self.describe(fd.as_fd(), &stat)?;
@@ -241,7 +283,7 @@ impl LocalFs {
             CreateHow::Unchecked(set) | CreateHow::Guarded(set) => {
                 let mode = set.mode.unwrap_or(DEFAULT_FILE_MODE) & 0o7777;
                 match create(mode) {
-                    Ok(fd) => self.finish_new_file(fd, mode, set),
+                    Ok(fd) => self.finish_new_file(dir, fd, mode, set),
                     Err(Errno::EXIST) if matches!(how, CreateHow::Unchecked(_)) => {
                         self.open_existing(cred, dir, name, set.size)
                     }
@@ -258,7 +300,7 @@ impl LocalFs {
                             mtime: at(mtime),
                             ..SetAttr::default()
                         };
-                        self.finish_new_file(fd, EXCLUSIVE_MODE, &set)
+                        self.finish_new_file(dir, fd, EXCLUSIVE_MODE, &set)
                     }
                     Err(Errno::EXIST) => {
                         // A retransmission finds its own file: same verifier in
@@ -630,7 +672,7 @@ impl Filesystem for LocalFs {
 
     fn lookup(
         &self,
-        _cred: &Cred,
+        cred: &Cred,
         dir: &BackendHandle,
         name: &[u8],
     ) -> Result<(BackendHandle, Attr, Option<Attr>), (FsError, Option<Attr>)> {
@@ -642,7 +684,13 @@ impl Filesystem for LocalFs {
             return Err(fail(FsError::NotDir));
         }
         let (fh, attr) = match name {
-            b"." => (*dir, dir_attr),
+            b"." => {
+                // Search permission, as for any name (knfsd's
+                // `fh_verify(NFSD_MAY_EXEC)`); no owner override.
+                self.kernel_allows(cred, node.fd.as_fd(), &node.stat, libc::X_OK)
+                    .map_err(fail)?;
+                (*dir, dir_attr)
+            }
             b".." => self.parent_of(&node).map_err(fail)?,
             _ => self.lookup_child(node.fd.as_fd(), name).map_err(fail)?,
         };
@@ -767,7 +815,7 @@ impl Filesystem for LocalFs {
                     Mode::empty(),
                 )
                 .map_err(errno)?;
-            self.finish_new(fd, RawType::Directory, mode, attr)
+            self.finish_new(d.fd.as_fd(), fd, RawType::Directory, mode, attr)
         })?;
         Ok(Created {
             handle,
@@ -842,7 +890,7 @@ impl Filesystem for LocalFs {
                 size: None,
                 ..*attr
             };
-            self.finish_new(fd, kind, mode, &set)
+            self.finish_new(d.fd.as_fd(), fd, kind, mode, &set)
         })?;
         Ok(Created {
             handle,
@@ -1035,6 +1083,16 @@ impl Filesystem for LocalFs {
     fn listing_stats(&self) -> ListingStats {
         self.listing.stats()
     }
+}
+
+/// `mode` without setuid, and without setgid if the group may execute (a
+/// setgid bit without group execute is mandatory locking, not an identity).
+fn strip_set_id(mode: u32) -> u32 {
+    let mut mode = mode & !0o4000;
+    if mode & 0o010 != 0 {
+        mode &= !0o2000;
+    }
+    mode
 }
 
 /// The owner and group a create-like call asked for, as knfsd applies them

@@ -84,6 +84,36 @@ pub fn setattr_owner<F: Filesystem>(fx: &Fixture<F>) {
     assert_eq!((attr.uid, attr.gid), (1000, 2000));
 }
 
+/// A chown with a mode in the same SETATTR drops setuid from that mode, and
+/// setgid when the group may execute, of a non-directory (knfsd's
+/// `nfsd_sanitize_attrs`): root giving away a setuid program keeps no
+/// setuid bit. A directory keeps them.
+pub fn setattr_chown_with_a_set_id_mode_drops_it<F: Filesystem>(fx: &Fixture<F>) {
+    if !fx.caps.chown {
+        eprintln!("skipped: backend cannot chown");
+        return;
+    }
+    let fs = fx.fs();
+    let f = mkfile(fs, &fs.root(), b"f");
+    let d = mkdir(fs, &fs.root(), b"d");
+    for (fh, asked, kept) in [
+        (&f, 0o4755, 0o755),
+        (&f, 0o6755, 0o755),
+        (&f, 0o2745, 0o2745),
+        (&d, 0o2755, 0o2755),
+    ] {
+        let set = SetAttr {
+            uid: Some(1000),
+            mode: Some(asked),
+            ..SetAttr::default()
+        };
+        fs.setattr(&root(), fh, &set, None)
+            .map_err(|(e, _)| e)
+            .unwrap();
+        assert_eq!(getattr(fs, fh).mode, kept, "asked {asked:o}");
+    }
+}
+
 /// Shrinking drops data; growing reads back as zeros.
 pub fn setattr_size_truncates_and_extends_with_zeros<F: Filesystem>(fx: &Fixture<F>) {
     let fs = fx.fs();

@@ -144,6 +144,7 @@ macro_rules! conformance_tests {
             attrs::getattr_fsid_and_fileids,
             attrs::setattr_mode,
             attrs::setattr_owner,
+            attrs::setattr_chown_with_a_set_id_mode_drops_it,
             attrs::setattr_size_truncates_and_extends_with_zeros,
             attrs::setattr_size_on_directory_is_isdir,
             attrs::setattr_client_times,

@@ -60,9 +60,13 @@ pub fn perm_lookup_needs_search<F: Filesystem>(fx: &Fixture<F>) {
     let (e, dir_attr) = fs.lookup(&user(), &d, b"f").unwrap_err();
     assert_eq!(e, FsError::Access);
     assert!(dir_attr.is_some());
+    // "." too (knfsd checks search permission before any name).
+    let (e, _) = fs.lookup(&user(), &d, b".").unwrap_err();
+    assert_eq!(e, FsError::Access, "LOOKUP . without search permission");
     assert!(fs.getattr(&user(), &d).is_ok());
     setattr(fs, &d, mode(0o711));
     assert_eq!(fs.lookup(&user(), &d, b"f").map(|r| r.0), Ok(f));
+    assert_eq!(fs.lookup(&user(), &d, b".").map(|r| r.0), Ok(d));
     // Root searches without any x bit.
     setattr(fs, &d, mode(0o000));
     assert_eq!(lookup(fs, &d, b"f"), Ok(f));
