@@ -1367,18 +1367,26 @@ mod tests {
         assert_eq!(f.lock().signals, 0, "signalled with nobody waiting");
 
         let f = open(b"shared");
-        std::thread::scope(|scope| {
-            for t in 0..4u64 {
-                let f = &f;
-                scope.spawn(move || {
-                    for i in 0..64u64 {
-                        f.write((i * 4 + t) * 4096, &[1; 4096]).expect("write");
-                    }
-                });
-            }
-        });
+        let (done, finished) = std::sync::mpsc::channel();
+        for t in 0..4u64 {
+            let (f, done) = (Arc::clone(&f), done.clone());
+            std::thread::spawn(move || {
+                for i in 0..64u64 {
+                    f.write((i * 4 + t) * 4096, &[1; 4096]).expect("write");
+                }
+                done.send(()).expect("send");
+            });
+        }
+        for _ in 0..4 {
+            // A lost wake-up hangs a writer: fail rather than hang.
+            finished
+                .recv_timeout(Duration::from_secs(60))
+                .expect("a writer never finished: a wake-up was lost");
+        }
         f.fsync().expect("fsync");
         assert_eq!(f.stats().writes_sent, 256);
+        let signals = f.lock().signals;
+        assert!(signals > 0, "four writers over the cap never waited");
     }
 
     fn state() -> State {

@@ -161,8 +161,10 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     register: bool,
 
-    /// Directory for the handle-signing key. [default: $STATE_DIRECTORY (set
-    /// by systemd's StateDirectory=), else /var/lib/rnfs as root, else
+    /// Directory for the handle-signing key (and, given here, for the admin
+    /// socket when no --admin-socket says). [default: $STATE_DIRECTORY (set
+    /// by systemd's StateDirectory=), unless a key is already in the next
+    /// one and none there; else /var/lib/rnfs as root, else
     /// $XDG_STATE_HOME/rnfs or ~/.local/state/rnfs]
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
@@ -504,43 +506,87 @@ fn portmap_hint(e: &rnfs_server::ServerError) -> &'static str {
     }
 }
 
+/// The state directory of the user running this command, as a server
+/// started by them would have it by default (systemd's `$STATE_DIRECTORY`
+/// aside): where a client command looks for the default admin socket.
 pub(crate) fn default_state_dir() -> PathBuf {
-    state_dir_from(
+    user_state_dir(
         |name| std::env::var_os(name),
         nix::unistd::geteuid().is_root(),
     )
     .0
 }
 
-/// Where the handle key lives by default, from the environment (`env`) and
-/// whether we run as root; `true` with a directory under the temporary
-/// directory, which is often wiped at boot (no better place was known).
-///
-/// systemd's `$STATE_DIRECTORY` (set by the unit's `StateDirectory=`; a
-/// colon-separated list, of which the first is ours) comes first: the unit
-/// may run as a user of its own, or name another directory. Then
-/// `/var/lib/rnfs` for root, and the XDG state directory for anyone else.
-fn state_dir_from(env: impl Fn(&str) -> Option<OsString>, root: bool) -> (PathBuf, bool) {
-    let set = |name| env(name).filter(|v: &OsString| !v.is_empty());
-    let systemd = set("STATE_DIRECTORY").and_then(|list| {
-        list.as_bytes()
-            .split(|&b| b == b':')
-            .map(|dir| Path::new(OsStr::from_bytes(dir)))
-            .find(|dir| dir.is_absolute())
-            .map(Path::to_path_buf)
-    });
-    if let Some(dir) = systemd {
-        return (dir, false);
-    }
+/// `/var/lib/rnfs` for root, else the XDG state directory (`$XDG_STATE_HOME`
+/// or `~/.local/state`, absolute paths only, as the XDG specification has
+/// it) plus `rnfs`; `true` with a directory under the temporary directory,
+/// which is often emptied at boot (no better place was known).
+fn user_state_dir(env: impl Fn(&str) -> Option<OsString>, root: bool) -> (PathBuf, bool) {
     if root {
         return (PathBuf::from("/var/lib/rnfs"), false);
     }
-    if let Some(dir) = set("XDG_STATE_HOME") {
-        return (PathBuf::from(dir).join("rnfs"), false);
+    let absolute = |name| env(name).map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(dir) = absolute("XDG_STATE_HOME") {
+        return (dir.join("rnfs"), false);
     }
-    match set("HOME") {
-        Some(home) => (PathBuf::from(home).join(".local/state/rnfs"), false),
+    match absolute("HOME") {
+        Some(home) => (home.join(".local/state/rnfs"), false),
         None => (std::env::temp_dir().join("rnfs-state"), true),
+    }
+}
+
+/// systemd's `$STATE_DIRECTORY`, set by a unit's `StateDirectory=`: a
+/// colon-separated list, of which the first absolute entry is ours.
+fn systemd_state_dir(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let list = env("STATE_DIRECTORY")?;
+    list.as_bytes()
+        .split(|&b| b == b':')
+        .map(|dir| Path::new(OsStr::from_bytes(dir)))
+        .find(|dir| dir.is_absolute())
+        .map(Path::to_path_buf)
+}
+
+/// Where the handle key lives when neither `--state-dir` nor the
+/// configuration says: systemd's `$STATE_DIRECTORY` first (the unit may run
+/// as a user of its own, or name another directory), else
+/// [`user_state_dir`]. A key already in the user's directory and none in
+/// systemd's keeps the user's: it is what the server used before it read
+/// `$STATE_DIRECTORY`, and a new key would make every client's handles
+/// stale. `has_key` says whether a directory holds a key.
+fn default_key_dir(
+    env: impl Fn(&str) -> Option<OsString>,
+    root: bool,
+    has_key: impl Fn(&Path) -> bool,
+) -> KeyDir {
+    let (user, temporary) = user_state_dir(&env, root);
+    match systemd_state_dir(&env) {
+        Some(systemd) if !has_key(&systemd) && has_key(&user) => KeyDir::KeptUser { user, systemd },
+        Some(systemd) => KeyDir::Systemd(systemd),
+        None if temporary => KeyDir::Temporary(user),
+        None => KeyDir::User(user),
+    }
+}
+
+/// What [`default_key_dir`] chose.
+#[derive(Debug, PartialEq, Eq)]
+enum KeyDir {
+    Systemd(PathBuf),
+    User(PathBuf),
+    /// The user's, though systemd names another: a key is there.
+    KeptUser {
+        user: PathBuf,
+        systemd: PathBuf,
+    },
+    /// Under the temporary directory.
+    Temporary(PathBuf),
+}
+
+impl KeyDir {
+    fn path(&self) -> &Path {
+        match self {
+            KeyDir::Systemd(p) | KeyDir::User(p) | KeyDir::Temporary(p) => p,
+            KeyDir::KeptUser { user, .. } => user,
+        }
     }
 }
 
@@ -574,24 +620,38 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     let mut config = args.server_config()?;
     crate::raise_fd_limit();
     let (export_configs, server_section) = args.exports()?;
-    let state_dir = match args.state_dir.clone().or(server_section.state_dir.clone()) {
-        Some(dir) => dir,
+    let explicit = args.state_dir.clone().or(server_section.state_dir.clone());
+    let state_dir = match &explicit {
+        Some(dir) => dir.clone(),
         None => {
-            let (dir, temporary) = state_dir_from(
+            let chosen = default_key_dir(
                 |name| std::env::var_os(name),
                 nix::unistd::geteuid().is_root(),
+                |dir| dir.join(HandleKey::FILE_NAME).exists(),
             );
-            if temporary {
-                tracing::warn!(
+            match &chosen {
+                KeyDir::Temporary(dir) => tracing::warn!(
                     "no $HOME, $XDG_STATE_HOME or $STATE_DIRECTORY: the handle key goes \
                      in {}, which is often emptied at boot, and then every client's \
                      file handles go stale; give --state-dir",
                     dir.display()
-                );
+                ),
+                KeyDir::KeptUser { user, systemd } => tracing::info!(
+                    "keeping the handle key in {} rather than $STATE_DIRECTORY ({}): \
+                     a new key would make every client's file handles stale \
+                     (move {} there to use it)",
+                    user.display(),
+                    systemd.display(),
+                    HandleKey::FILE_NAME
+                ),
+                KeyDir::Systemd(_) | KeyDir::User(_) => {}
             }
-            dir
+            chosen.path().to_path_buf()
         }
     };
+    // The admin socket's default does not follow $STATE_DIRECTORY: client
+    // commands, run from a shell, look where the user's server would be.
+    let socket_dir = explicit.unwrap_or_else(default_state_dir);
     let key = HandleKey::load_or_create(&state_dir).context("cannot load the handle key")?;
     let exports = Arc::new(
         Exports::new(&export_configs, Box::new(crate::backends::open)).map_err(|e| match &args
@@ -602,7 +662,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
         })?,
     );
     // Before any port is opened: a second server on the same socket stops here.
-    let admin_socket = bind_admin_socket(args.admin_socket.as_deref(), &state_dir)?;
+    let admin_socket = bind_admin_socket(args.admin_socket.as_deref(), &socket_dir)?;
     let mut metrics_config = MetricsConfig::default();
     metrics_config.slow_call = args.slow_call_ms.map(Duration::from_millis);
     let metrics = Arc::new(Metrics::new(metrics_config));
@@ -833,6 +893,10 @@ mod tests {
         }
     }
 
+    fn no_key(_: &Path) -> bool {
+        false
+    }
+
     #[test]
     fn systemd_state_directory_comes_first() {
         let vars = [
@@ -841,20 +905,46 @@ mod tests {
         ];
         for root in [false, true] {
             assert_eq!(
-                state_dir_from(env(&vars), root),
-                (PathBuf::from("/var/lib/rnfs-a"), false)
+                default_key_dir(env(&vars), root, no_key),
+                KeyDir::Systemd(PathBuf::from("/var/lib/rnfs-a"))
             );
         }
         // Empty or relative entries are not taken.
         let vars = [("STATE_DIRECTORY", ":relative:/srv/state"), ("HOME", "/h")];
         assert_eq!(
-            state_dir_from(env(&vars), false),
-            (PathBuf::from("/srv/state"), false)
+            default_key_dir(env(&vars), false, no_key),
+            KeyDir::Systemd(PathBuf::from("/srv/state"))
         );
         let vars = [("STATE_DIRECTORY", ""), ("HOME", "/h")];
         assert_eq!(
-            state_dir_from(env(&vars), false),
-            (PathBuf::from("/h/.local/state/rnfs"), false)
+            default_key_dir(env(&vars), false, no_key),
+            KeyDir::User(PathBuf::from("/h/.local/state/rnfs"))
+        );
+    }
+
+    /// A key made where the server kept it before it read $STATE_DIRECTORY
+    /// stays in use until one is in systemd's directory.
+    #[test]
+    fn an_existing_key_is_kept_over_state_directory() {
+        let vars = [("STATE_DIRECTORY", "/var/lib/foo"), ("HOME", "/h")];
+        let user = PathBuf::from("/h/.local/state/rnfs");
+        let old_key_only = |dir: &Path| dir == user;
+        assert_eq!(
+            default_key_dir(env(&vars), false, old_key_only),
+            KeyDir::KeptUser {
+                user: user.clone(),
+                systemd: PathBuf::from("/var/lib/foo")
+            }
+        );
+        let both = |dir: &Path| dir == user || dir == Path::new("/var/lib/foo");
+        assert_eq!(
+            default_key_dir(env(&vars), false, both),
+            KeyDir::Systemd(PathBuf::from("/var/lib/foo"))
+        );
+        let root_key = |dir: &Path| dir == Path::new("/var/lib/rnfs");
+        assert_eq!(
+            default_key_dir(env(&vars), true, root_key).path(),
+            Path::new("/var/lib/rnfs")
         );
     }
 
@@ -862,15 +952,28 @@ mod tests {
     fn root_then_xdg_then_home_then_temporary() {
         let vars = [("XDG_STATE_HOME", "/x"), ("HOME", "/h")];
         assert_eq!(
-            state_dir_from(env(&vars), true),
+            user_state_dir(env(&vars), true),
             (PathBuf::from("/var/lib/rnfs"), false)
         );
         assert_eq!(
-            state_dir_from(env(&vars), false),
+            user_state_dir(env(&vars), false),
             (PathBuf::from("/x/rnfs"), false)
         );
-        let (dir, temporary) = state_dir_from(env(&[("HOME", "")]), false);
-        assert!(temporary, "{}", dir.display());
-        assert!(dir.starts_with(std::env::temp_dir()));
+        // Relative paths are ignored, as the XDG specification says.
+        let vars = [("XDG_STATE_HOME", "x"), ("HOME", "/h")];
+        assert_eq!(
+            user_state_dir(env(&vars), false),
+            (PathBuf::from("/h/.local/state/rnfs"), false)
+        );
+        assert!(matches!(
+            default_key_dir(env(&[("HOME", "")]), false, no_key),
+            KeyDir::Temporary(dir) if dir.starts_with(std::env::temp_dir())
+        ));
+        // The admin socket's default ignores $STATE_DIRECTORY.
+        let vars = [("STATE_DIRECTORY", "/var/lib/foo"), ("HOME", "/h")];
+        assert_eq!(
+            user_state_dir(env(&vars), false).0,
+            PathBuf::from("/h/.local/state/rnfs")
+        );
     }
 }

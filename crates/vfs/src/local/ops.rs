@@ -1059,14 +1059,20 @@ impl Filesystem for LocalFs {
         // A failure moves the verifier before the group's lock is let go:
         // the `fsync` that failed consumed the error, so a COMMIT leading
         // the next one would succeed, and must then see the new verifier.
-        let synced = file
-            .sync
-            .sync(|| rfs::fsync(&file.fd).inspect_err(|&e| self.write_failed(e)));
+        let key = FileKey::of(&stat);
+        let synced = file.sync.sync(|| {
+            // Another COMMIT of the file may hold another descriptor of it
+            // (one the cache let go of): its `fsync` may see the error this
+            // one then cannot, and must move the verifier under the stripe
+            // too (`wb_errors.rs`).
+            let _syncing = wb_errors::syncing(key);
+            rfs::fsync(&file.fd).inspect_err(|&e| self.write_failed(e))
+        });
         if synced.is_ok() {
             // Another sync of the file may have seen an error this `fsync`
             // then could not, and not yet moved the verifier the reply
             // carries (`wb_errors.rs`).
-            wb_errors::settle(FileKey::of(&stat));
+            wb_errors::settle(key);
         }
         let result = synced.map_err(errno);
         let wcc = Wcc {

@@ -17,20 +17,27 @@
 //! userspace cannot ask.)
 //!
 //! So every such sync holds its file's *stripe* shared, from before its
-//! system call until it has moved the verifier ([`syncing`]), and a COMMIT
-//! whose `fsync` succeeded takes the stripe exclusively and lets go at once
+//! system call until it has moved the verifier ([`syncing`]); so does a
+//! COMMIT's own `fsync`, since another COMMIT of the file may hold another
+//! descriptor of it (one the open-file cache let go of). A COMMIT whose
+//! `fsync` succeeded then takes the stripe exclusively and lets go at once
 //! ([`settle`]) before the verifier is read for its reply. Syncs share the
-//! stripe and never wait for each other; a COMMIT waits only for the syncs of
-//! its stripe that were running when its own `fsync` ended, so its cost is
-//! one uncontended lock and unlock, whatever the number of files. A sync that
-//! sees an error before the COMMIT's `fsync` looked is running then (the
-//! kernel orders the two system calls: each goes through the file's
-//! `errseq_t` with atomic read-modify-writes), so the COMMIT waits for it.
+//! stripe: they wait only while a COMMIT waits in `settle` (the lock prefers
+//! writers), and then only for the syncs of that stripe already running. A
+//! COMMIT waits only for the syncs of its stripe that were running when its
+//! own `fsync` ended, so its cost is an uncontended lock and unlock or two,
+//! whatever the number of files. A sync that sees an error before the
+//! COMMIT's `fsync` looked is running then (the kernel orders the two system
+//! calls: each goes through the file's `errseq_t` with atomic
+//! read-modify-writes), so the COMMIT waits for it.
 //!
-//! The stripes are process-wide and keyed by device and inode, so two
-//! exports of one file system (nested exports) share them. A COMMIT may
+//! The stripes are process-wide and keyed by device and inode. A COMMIT may
 //! wait for an unrelated file's sync that hashes to its stripe: rare with
-//! [`STRIPES`] of them, and bounded by that one sync.
+//! [`STRIPES`] of them, and bounded by that one sync. Not covered: two
+//! exports of one file system (nested exports) have a verifier each, so an
+//! error seen through one moves only its own; a COMMIT of the same file
+//! through the other answers with that export's unchanged verifier. knfsd
+//! has one verifier per network namespace.
 
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
