@@ -12,7 +12,7 @@
 //! new client is counted in `other`. Memory is thus bounded by `max_clients` rows
 //! plus one entry per open connection.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -101,6 +101,15 @@ struct Rows {
     by_ip: HashMap<IpAddr, Row>,
     other: Row,
     closes: u64,
+    /// The rows without a connection, by `idle_since` (unique: a count of
+    /// closes), oldest first: the eviction candidates.
+    idle: BTreeMap<u64, IpAddr>,
+    /// `(closes, mount list generation)` when an eviction last found no row
+    /// to free: until either moves, none can be found, and none is sought.
+    evict_failed: Option<(u64, u64)>,
+    /// Evictions that looked at the candidates.
+    #[cfg(test)]
+    searches: u64,
 }
 
 /// The client table.
@@ -129,17 +138,23 @@ impl ClientTable {
     /// Registers connection `id` of `ip` (at accept).
     pub(crate) fn open(self: &Arc<Self>, ip: IpAddr, id: u64) -> ClientConn {
         let block = Block::default();
-        let mut rows = self.lock();
+        let mut guard = self.lock();
+        let rows = &mut *guard;
         let in_other = !rows.by_ip.contains_key(&ip)
             && rows.by_ip.len() >= self.max_rows
-            && !self.evict_one(&mut rows);
+            && !self.evict_one(rows);
         let row = if in_other {
             &mut rows.other
         } else {
-            rows.by_ip.entry(ip).or_default()
+            let row = rows.by_ip.entry(ip).or_default();
+            if row.live.is_empty() {
+                // No longer idle (a new row is in neither map).
+                rows.idle.remove(&row.idle_since);
+            }
+            row
         };
         row.live.insert(id, Arc::clone(&block));
-        drop(rows);
+        drop(guard);
         ClientConn {
             table: Arc::clone(self),
             ip,
@@ -150,25 +165,41 @@ impl ClientTable {
     }
 
     /// Frees the row idle the longest (no connection, no mount), moving its
-    /// totals to `other`. O(rows), on a connection from a new client to a full
-    /// table only.
+    /// totals to `other`; on a connection from a new client to a full table
+    /// only. The idle rows are looked at oldest first, each with one search
+    /// of the mount list, and not at all while nothing changed since the
+    /// last search found none: a full table of busy or mounted clients costs
+    /// each new host one comparison.
     fn evict_one(&self, rows: &mut Rows) -> bool {
-        let mounted: HashSet<String> = self.mounts.hosts();
+        // Read before the search: a change during it moves the generation
+        // past this one, so the next eviction searches again.
+        let stamp = (rows.closes, self.mounts.generation());
+        if rows.evict_failed == Some(stamp) {
+            return false;
+        }
+        #[cfg(test)]
+        {
+            rows.searches += 1;
+        }
         let victim = rows
-            .by_ip
+            .idle
             .iter()
-            .filter(|(ip, row)| row.live.is_empty() && !mounted.contains(&ip.to_string()))
-            .min_by_key(|(_, row)| row.idle_since)
-            .map(|(ip, _)| *ip);
-        let Some(row) = victim.and_then(|ip| rows.by_ip.remove(&ip)) else {
+            .find(|(_, ip)| !self.mounts.has_host(&ip.to_string()))
+            .map(|(since, ip)| (*since, *ip));
+        let Some((since, ip)) = victim else {
+            rows.evict_failed = Some(stamp);
             return false;
         };
-        rows.other.absorb(row);
+        rows.idle.remove(&since);
+        if let Some(row) = rows.by_ip.remove(&ip) {
+            rows.other.absorb(row);
+        }
         true
     }
 
     fn close(&self, conn: &ClientConn) {
-        let mut rows = self.lock();
+        let mut guard = self.lock();
+        let rows = &mut *guard;
         rows.closes += 1;
         let closes = rows.closes;
         let row = if conn.in_other {
@@ -183,6 +214,9 @@ impl ClientTable {
             }
             if row.live.is_empty() {
                 row.idle_since = closes;
+                if !conn.in_other {
+                    rows.idle.insert(closes, conn.ip);
+                }
             }
         }
     }
@@ -285,6 +319,40 @@ mod tests {
         let s = t.snapshot();
         assert_eq!(row(&s, "127.0.0.1").unwrap().connections, 0);
         assert_eq!(row(&s, "127.0.0.1").unwrap().calls, 2);
+    }
+
+    /// A full table of clients that mounted and went idle (as Linux clients
+    /// do: they close an idle connection and keep the mount) frees no row,
+    /// and new hosts do not search it again and again until a client leaves
+    /// or a mount goes: a boot storm of new clients once searched every row
+    /// and built a set of every mount, per connection, in the poller.
+    #[test]
+    fn a_full_table_of_mounted_clients_is_searched_once_until_it_changes() {
+        let (t, mounts) = table(4);
+        for i in 1..=4 {
+            mounts.insert(&format!("127.0.0.{i}"), "/x");
+            drop(t.open(ip(i), u64::from(i)));
+        }
+        let conns: Vec<_> = (10..200).map(|i| t.open(ip(i), u64::from(i))).collect();
+        assert_eq!(t.lock().searches, 1, "new hosts searched the table each");
+        assert!(row(&t.snapshot(), "127.0.0.10").is_none());
+        // A mount goes: the next new host takes its client's row.
+        assert!(mounts.remove("127.0.0.2", "/x"));
+        let new = t.open(ip(201), 201);
+        let s = t.snapshot();
+        assert!(row(&s, "127.0.0.201").is_some());
+        assert!(row(&s, "127.0.0.2").is_none());
+        assert_eq!(t.lock().searches, 2);
+        // A client with a row comes back and leaves: its row is idle again,
+        // and the oldest idle row without a mount is the one taken.
+        mounts.remove("127.0.0.1", "/x");
+        mounts.remove("127.0.0.3", "/x");
+        drop(t.open(ip(3), 300));
+        let _next = t.open(ip(202), 202);
+        let s = t.snapshot();
+        assert!(row(&s, "127.0.0.1").is_none(), "the oldest idle row stayed");
+        assert!(row(&s, "127.0.0.3").is_some());
+        drop((conns, new));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! and forgotten on restart; nothing depends on it.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rnfs_nfs3::{
@@ -36,6 +37,9 @@ const MAX_MOUNT_LIST: usize = 4096;
 #[derive(Debug, Default)]
 pub(crate) struct MountList {
     set: Mutex<BTreeSet<(String, String)>>,
+    /// Bumped by every change of `set`, under its lock (see
+    /// [`generation`](Self::generation)).
+    generation: AtomicU64,
 }
 
 impl MountList {
@@ -46,40 +50,64 @@ impl MountList {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// A change of the list, under its lock. `Release`: a reader that sees
+    /// the new generation (`Acquire`) then sees the change.
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// A count of the list's changes: the same value means the same list.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     /// Adds `host` mounting `path` (unless the list is full).
     pub(crate) fn insert(&self, host: &str, path: &str) {
         let mut set = self.lock();
-        if set.len() < MAX_MOUNT_LIST {
-            set.insert((host.to_owned(), path.to_owned()));
+        if set.len() < MAX_MOUNT_LIST && set.insert((host.to_owned(), path.to_owned())) {
+            self.changed();
         }
     }
 
     /// Removes `host`'s mount of `path`; whether it was listed.
     pub(crate) fn remove(&self, host: &str, path: &str) -> bool {
-        self.lock().remove(&(host.to_owned(), path.to_owned()))
+        let mut set = self.lock();
+        let removed = set.remove(&(host.to_owned(), path.to_owned()));
+        if removed {
+            self.changed();
+        }
+        removed
     }
 
     /// Removes every mount of `host`; returns their paths.
     pub(crate) fn remove_host(&self, host: &str) -> Vec<String> {
         let mut removed = Vec::new();
-        self.lock().retain(|(h, p)| {
+        let mut set = self.lock();
+        set.retain(|(h, p)| {
             let keep = h != host;
             if !keep {
                 removed.push(p.clone());
             }
             keep
         });
+        if !removed.is_empty() {
+            self.changed();
+        }
         removed
+    }
+
+    /// Whether `host` has a mount: one search of the sorted list.
+    pub(crate) fn has_host(&self, host: &str) -> bool {
+        let first = (host.to_owned(), String::new());
+        self.lock()
+            .range(first..)
+            .next()
+            .is_some_and(|(h, _)| h == host)
     }
 
     /// Every (host, path) pair, sorted.
     pub(crate) fn entries(&self) -> Vec<(String, String)> {
         self.lock().iter().cloned().collect()
-    }
-
-    /// The hosts with at least one mount.
-    pub(crate) fn hosts(&self) -> std::collections::HashSet<String> {
-        self.lock().iter().map(|(h, _)| h.clone()).collect()
     }
 }
 
