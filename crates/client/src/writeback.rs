@@ -556,17 +556,31 @@ impl<E: From<WritebackError>> Writeback<E> {
         self.size = self.size.max(end);
         // Newer bytes replace unstable ones.
         self.unstable.carve(offset, end);
-        let mut pos = offset;
-        let mut rest = data;
+        let eligible = self.cap > 0 && self.sequential;
+        self.put_dirty_blocks(offset, data, seq, now, true, eligible);
+        Ok(())
+    }
+
+    /// [`put_dirty`](Self::put_dirty) for `bytes` at `start` across any
+    /// number of blocks, one block's part at a time.
+    fn put_dirty_blocks(
+        &mut self,
+        start: u64,
+        bytes: &[u8],
+        seq: u64,
+        since: Duration,
+        newer: bool,
+        eligible: bool,
+    ) {
+        let mut pos = start;
+        let mut rest = bytes;
         while !rest.is_empty() {
             let block_end = (pos / self.wsize + 1) * self.wsize;
             let n = to_usize((block_end - pos).min(rest.len() as u64));
-            let eligible = self.cap > 0 && self.sequential;
-            self.put_dirty(pos, &rest[..n], seq, now, true, eligible);
+            self.put_dirty(pos, &rest[..n], seq, since, newer, eligible);
             pos += n as u64;
             rest = &rest[n..];
         }
-        Ok(())
     }
 
     /// The reply (or failure) of WRITE `id`.
@@ -675,18 +689,10 @@ impl<E: From<WritebackError>> Writeback<E> {
         self.last_end = taken.last_end;
         for (start, data, seq, since) in taken.pieces {
             let bytes = data.as_slice();
-            let mut pos = start;
-            let mut rest = bytes;
-            while !rest.is_empty() {
-                let block_end = (pos / self.wsize + 1) * self.wsize;
-                let n = to_usize((block_end - pos).min(rest.len() as u64));
-                // Any of these bytes already dirty are newer (or restored
-                // first, being newer): they win.
-                self.unstable.carve(pos, pos + n as u64);
-                self.put_dirty(pos, &rest[..n], seq, since, false, self.cap > 0);
-                pos += n as u64;
-                rest = &rest[n..];
-            }
+            self.unstable.carve(start, start + bytes.len() as u64);
+            // Any of these bytes already dirty are newer (or restored first,
+            // being newer): they win.
+            self.put_dirty_blocks(start, bytes, seq, since, false, self.cap > 0);
         }
     }
 
