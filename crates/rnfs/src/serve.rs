@@ -654,11 +654,11 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     let socket_dir = explicit.unwrap_or_else(default_state_dir);
     let key = HandleKey::load_or_create(&state_dir).context("cannot load the handle key")?;
     let exports = Arc::new(
-        Exports::new(&export_configs, Box::new(crate::backends::open)).map_err(|e| match &args
-            .config
-        {
-            Some(file) => anyhow::anyhow!("{}: {e}", file.display()),
-            None => anyhow::anyhow!(e),
+        Exports::new(&export_configs, crate::backends::opener()?).map_err(|e| {
+            match &args.config {
+                Some(file) => anyhow::anyhow!("{}: {e}", file.display()),
+                None => anyhow::anyhow!(e),
+            }
         })?,
     );
     // Before any port is opened: a second server on the same socket stops here.

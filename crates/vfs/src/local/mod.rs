@@ -264,7 +264,7 @@ use crate::names::NAME_MAX;
 use crate::{identity, Attr, BackendHandle, Cred, FileType, FsError, FsInfo, FsResult, Time};
 
 /// Options for [`LocalFs::open`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct LocalOptions {
     /// Refuse every change with [`FsError::RoFs`] (also forced when the mount
     /// itself is read-only).
@@ -316,6 +316,27 @@ pub struct LocalOptions {
     /// faster, and a crash may lose changes clients were told are done. See
     /// `durable.rs`.
     pub sync_metadata: bool,
+    /// The write verifier to share with the server's other exports. A
+    /// write-back error that one export's descriptor sees first is then
+    /// reported to COMMITs of the same file through the others too, as
+    /// knfsd's one verifier per network namespace does (see `wb_errors.rs`).
+    /// `None` gives this backend a verifier of its own.
+    pub verifier: Option<SharedVerifier>,
+}
+
+/// A write verifier that several backends share ([`LocalOptions::verifier`]):
+/// each backend moves it when one of its syncs fails.
+#[derive(Debug, Clone)]
+pub struct SharedVerifier(Arc<AtomicU64>);
+
+impl SharedVerifier {
+    /// A new verifier with a random start value (only uniqueness across
+    /// server restarts matters).
+    pub fn random() -> std::io::Result<Self> {
+        let mut start = [0u8; 8];
+        File::open("/dev/urandom")?.read_exact(&mut start)?;
+        Ok(Self(Arc::new(AtomicU64::new(u64::from_ne_bytes(start)))))
+    }
 }
 
 /// How many directories' sizes `LocalFs::dir_sizes` keeps (16 bytes each).
@@ -333,6 +354,7 @@ impl Default for LocalOptions {
             attr_max_age: 10,
             idle_writer_close: Some(Duration::from_secs(2)),
             sync_metadata: true,
+            verifier: None,
         }
     }
 }
@@ -662,13 +684,13 @@ impl LocalFs {
         )
         .is_ok();
 
-        let mut verifier = [0u8; 8];
-        File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut verifier))
-            .map_err(|cause| LocalError::Random {
+        let verifier = match &options.verifier {
+            Some(shared) => shared.clone(),
+            None => SharedVerifier::random().map_err(|cause| LocalError::Random {
                 path: owned(),
                 cause,
-            })?;
+            })?,
+        };
 
         let fd_limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .current
@@ -701,7 +723,7 @@ impl LocalFs {
         } else {
             fd_limit / 4
         })));
-        let verifier = Arc::new(AtomicU64::new(u64::from_ne_bytes(verifier)));
+        let verifier = verifier.0;
         // A read-only export never opens a file for writing.
         let retired = Arc::new(idle_writers::Retired::default());
         let sweeper = options.idle_writer_close.filter(|_| !read_only);
@@ -1500,6 +1522,36 @@ mod tests {
             verifier,
             "the lost data went unreported"
         );
+    }
+
+    /// Backends that share a verifier (nested exports of one server) all
+    /// answer with the one that a failure seen through any of them moved.
+    #[test]
+    fn a_failure_through_one_export_moves_a_shared_verifier() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = dir.path().join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        let shared = SharedVerifier::random().unwrap();
+        let with_shared = || LocalOptions {
+            verifier: Some(shared.clone()),
+            ..LocalOptions::default()
+        };
+        let outer = LocalFs::open(dir.path(), with_shared()).unwrap();
+        let nested = LocalFs::open(&inner, with_shared()).unwrap();
+        let alone = LocalFs::open(&inner, LocalOptions::default()).unwrap();
+        let (before, alone_before) = (nested.write_verifier(), alone.write_verifier());
+        assert_eq!(outer.write_verifier(), before);
+        let (socket, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(outer
+            .commit_metadata(socket.as_fd(), RawType::RegularFile)
+            .is_err());
+        assert_ne!(
+            nested.write_verifier(),
+            before,
+            "the nested export missed it"
+        );
+        assert_eq!(nested.write_verifier(), outer.write_verifier());
+        assert_eq!(alone.write_verifier(), alone_before);
     }
 
     #[test]

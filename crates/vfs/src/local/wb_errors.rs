@@ -33,11 +33,12 @@
 //!
 //! The stripes are process-wide and keyed by device and inode. A COMMIT may
 //! wait for an unrelated file's sync that hashes to its stripe: rare with
-//! [`STRIPES`] of them, and bounded by that one sync. Not covered: two
-//! exports of one file system (nested exports) have a verifier each, so an
-//! error seen through one moves only its own; a COMMIT of the same file
-//! through the other answers with that export's unchanged verifier. knfsd
-//! has one verifier per network namespace.
+//! [`STRIPES`] of them, and bounded by that one sync. Two exports of one
+//! file system (nested exports) each hold their own descriptors of a file,
+//! so an error that one export's sync sees first is not reported to a
+//! descriptor the other opens afterwards; the server's exports therefore
+//! share one verifier ([`LocalOptions::verifier`](super::LocalOptions::verifier)),
+//! as knfsd has one per network namespace.
 
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
