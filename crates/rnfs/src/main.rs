@@ -52,7 +52,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve directories over NFSv3 and MOUNT v3.
-    #[command(long_about = serve::SERVE_ABOUT)]
+    #[command(long_about = serve::SERVE_ABOUT, after_long_help = serve::SERVE_EXAMPLES)]
     Serve(serve::ServeArgs),
     /// Run benchmarks (e.g. `rnfs bench sched`: scheduler policies side by side).
     Bench(bench::BenchArgs),

@@ -28,7 +28,30 @@ use crate::admin::control::Control;
 use crate::admin::socket::{AdminSocket, BoundSocket, SocketError};
 use crate::Failure;
 
-/// Listen port when not running as root, which cannot bind 2049.
+pub(crate) const SERVE_EXAMPLES: &str = "\
+Examples:
+  rnfs serve ~/share                        # as a user: 0.0.0.0:20490, calls run as you
+  rnfs serve /srv/data --listen 127.0.0.1:2049 --client 127.0.0.0/8
+  rnfs serve /srv/data --squash none --client 192.168.1.0/24   # trusted clients' root
+  rnfs serve /srv/data --pool-mode percpu   # one pool per CPU, threads pinned
+  rnfs serve --config /etc/rnfs/rnfs.toml   # several exports; SIGHUP reloads
+
+A configuration file (TOML; each export is an [[export]] table):
+  [server]
+  state_dir = \"/var/lib/rnfs\"
+
+  [[export]]
+  path = \"/srv/data\"            # directory on this host
+  mount_path = \"/data\"          # clients: mount -t nfs server:/data /mnt
+  id = 1                        # part of every file handle: never reuse one
+  access = \"rw\"                 # \"ro\" is the default, as in exports(5)
+  squash = \"root\"               # \"root\" (default), \"all\" or \"none\"
+  clients = [\"192.168.1.0/24\"]  # absent: every host
+  sync = true                   # commit changes before replying (default)
+";
+
+/// Listen port when not running as root: a user's server, which serves
+/// every call as that user, stays off the system's NFS port (2049).
 pub(crate) const UNPRIVILEGED_PORT: u16 = 20490;
 /// Default total thread count, as knfsd's.
 const DEFAULT_THREADS: u32 = 8;
@@ -72,7 +95,7 @@ File handles are signed with a key kept in --state-dir, so they stay valid acros
 restarts; deleting the key makes every client's handles stale.
 
 Threads: --threads N runs a fixed N service threads in total (default 8, like \
-knfsd). --min-threads/--max-threads instead size the pool dynamically: a thread is \
+knfsd, or one per pool where --pool-mode makes more pools). --min-threads/--max-threads instead size the pool dynamically: a thread is \
 added when work arrives and none is idle, and an idle thread above the minimum \
 retires after --idle-timeout seconds.";
 
@@ -161,8 +184,9 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     register: bool,
 
-    /// Directory for the handle-signing key (and, given here, for the admin
-    /// socket when no --admin-socket says). [default: $STATE_DIRECTORY (set
+    /// Directory for the handle-signing key (and for the admin socket of an
+    /// unprivileged server when $XDG_RUNTIME_DIR is unset; see
+    /// --admin-socket). [default: $STATE_DIRECTORY (set
     /// by systemd's StateDirectory=), unless a key is already in the next
     /// one and none there; else /var/lib/rnfs as root, else
     /// $XDG_STATE_HOME/rnfs or ~/.local/state/rnfs]
@@ -171,12 +195,14 @@ pub(crate) struct ServeArgs {
 
     /// Address to listen on; repeat for several. IPv6 addresses are bound
     /// IPv6-only, so `0.0.0.0:P` and `[::]:P` can be combined. [default:
-    /// 0.0.0.0:2049 as root, else 0.0.0.0:20490, since binding a port below 1024
-    /// needs root]
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// 0.0.0.0:2049 as root, else 0.0.0.0:20490: a server run by a user serves
+    /// every call as that user, and stays off the system's NFS port]. A port
+    /// alone means 0.0.0.0:PORT; host names are not resolved.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen)]
     listen: Vec<SocketAddr>,
 
-    /// Run exactly N service threads in total, spread over the pools. [default: 8]
+    /// Run exactly N service threads in total, spread over the pools; at
+    /// least one per pool. [default: 8, or one per pool where there are more]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..),
           conflicts_with_all = ["min_threads", "max_threads"])]
     threads: Option<u32>,
@@ -238,10 +264,12 @@ pub(crate) struct ServeArgs {
     /// is a quick one (NULL, GETATTR, LOOKUP, ACCESS, READ, READLINK, FSSTAT,
     /// FSINFO, PATHCONF; a READ whose data is not in the page cache first sends
     /// what was held for it), a finished reply is held to leave in one write with that call's
-    /// reply; holding stops once the oldest held reply is this many microseconds
-    /// old. A reply thus waits at most this long plus one quick call's turn, never
-    /// behind data I/O, and pipelining clients get several replies per system
-    /// call. 0 sends every reply at once.
+    /// reply; so is a WRITE's reply while the next call is a WRITE, unless buffered
+    /// writes stalled lately. Holding stops once the oldest held reply is this many
+    /// microseconds old. A reply thus waits at most this long plus one quick call's
+    /// turn, never for storage (a call that must wait for it first sends what was
+    /// held), and pipelining clients get several replies per system call. 0 sends
+    /// every reply at once.
     #[arg(long, value_name = "MICROSECONDS",
           default_value_t = Limits::DEFAULT_MAX_REPLY_HOLD.as_micros() as u64)]
     max_reply_hold: u64,
@@ -389,26 +417,19 @@ impl ServeArgs {
         sched.pool_mode = self.pool_mode.into();
         sched.max_waking = self.max_waking as usize;
         sched.idle_timeout = Duration::from_secs(self.idle_timeout);
-        let (min, initial, max) = match (self.threads, self.min_threads, self.max_threads) {
-            (Some(n), _, _) => (n, n, n),
-            (None, None, None) => (DEFAULT_THREADS, DEFAULT_THREADS, DEFAULT_THREADS),
-            (None, min, max) => {
-                // Every pool needs a thread: by default one per pool (but
-                // not above --max-threads, which the scheduler then refuses
-                // with the reason).
-                let pools =
-                    u32::try_from(PoolMode::from(self.pool_mode).pools()).unwrap_or(u32::MAX);
-                let min = min.unwrap_or_else(|| pools.min(max.unwrap_or(u32::MAX)));
-                let max = max.unwrap_or(DEFAULT_MAX_THREADS.max(min));
-                if min > max {
-                    return Err(Failure::Usage {
-                        subcommand: "serve",
-                        msg: format!("--min-threads ({min}) is larger than --max-threads ({max})"),
-                    });
-                }
-                (min, min, max)
-            }
-        };
+        let pool_mode = PoolMode::from(self.pool_mode);
+        let pools = u32::try_from(pool_mode.pools()).unwrap_or(u32::MAX);
+        let (min, initial, max) = thread_counts(
+            self.threads,
+            self.min_threads,
+            self.max_threads,
+            pools,
+            pool_mode,
+        )
+        .map_err(|msg| Failure::Usage {
+            subcommand: "serve",
+            msg,
+        })?;
         sched.min_threads = min as usize;
         sched.initial_threads = initial as usize;
         sched.max_threads = max as usize;
@@ -424,6 +445,58 @@ impl ServeArgs {
         config.limits.conn_idle_timeout =
             (self.conn_idle_timeout > 0).then(|| Duration::from_secs(self.conn_idle_timeout));
         Ok(config)
+    }
+}
+
+/// `--listen`: `ADDR:PORT`, `[V6ADDR]:PORT`, or a port alone (all IPv4
+/// addresses).
+fn parse_listen(arg: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = arg.parse::<u16>() {
+        return Ok(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)));
+    }
+    arg.parse().map_err(|_| {
+        "expected ADDR:PORT with a numeric address, e.g. 0.0.0.0:2049, \
+         127.0.0.1:20490 or [::]:2049 (host names are not resolved)"
+            .to_owned()
+    })
+}
+
+/// Minimum, initial and maximum service threads from `--threads`,
+/// `--min-threads` and `--max-threads` for `pools` pools. Every pool needs
+/// a thread, so the defaults are at least one per pool, and a count given
+/// below that is refused with the number to give.
+fn thread_counts(
+    threads: Option<u32>,
+    min: Option<u32>,
+    max: Option<u32>,
+    pools: u32,
+    pool_mode: PoolMode,
+) -> Result<(u32, u32, u32), String> {
+    let too_few = |option: &str, n: u32| {
+        format!(
+            "{option} {n} is fewer than the {pools} pools of --pool-mode {pool_mode} (every \
+             pool needs a thread): give {option} {pools} or more, or --pool-mode global"
+        )
+    };
+    match (threads, min, max) {
+        (Some(n), _, _) if n < pools => Err(too_few("--threads", n)),
+        (Some(n), _, _) => Ok((n, n, n)),
+        (None, None, None) => {
+            let n = DEFAULT_THREADS.max(pools);
+            Ok((n, n, n))
+        }
+        (None, _, Some(max)) if max < pools => Err(too_few("--max-threads", max)),
+        (None, Some(min), _) if min < pools => Err(too_few("--min-threads", min)),
+        (None, min, max) => {
+            let min = min.unwrap_or(pools);
+            let max = max.unwrap_or(DEFAULT_MAX_THREADS.max(min));
+            if min > max {
+                return Err(format!(
+                    "--min-threads ({min}) is larger than --max-threads ({max})"
+                ));
+            }
+            Ok((min, min, max))
+        }
     }
 }
 
@@ -485,9 +558,8 @@ pub(crate) fn warn_if_open_to_the_network(e: &Export, listen: &[SocketAddr]) {
     }
 }
 
-/// The default directory for the handle key.
-/// What to do when the port mapper's port cannot be had.
-fn portmap_hint(e: &rnfs_server::ServerError) -> &'static str {
+/// What to do when a port cannot be had.
+fn start_hint(e: &rnfs_server::ServerError) -> &'static str {
     match e {
         rnfs_server::ServerError::Bind { addr, source } if addr.port() == PMAP_PORT => {
             match source.kind() {
@@ -501,6 +573,18 @@ fn portmap_hint(e: &rnfs_server::ServerError) -> &'static str {
                 }
                 _ => "",
             }
+        }
+        rnfs_server::ServerError::Bind { source, .. }
+            if source.kind() == std::io::ErrorKind::AddrInUse =>
+        {
+            " (another NFS server holds the port, e.g. the kernel's nfsd or another \
+             rnfs serve: stop it, or choose another port with --listen)"
+        }
+        rnfs_server::ServerError::Bind { addr, source }
+            if source.kind() == std::io::ErrorKind::PermissionDenied && addr.port() < 1024 =>
+        {
+            " (ports below 1024 need root or CAP_NET_BIND_SERVICE: choose a port \
+             above 1023 with --listen and give clients port= and mountport=)"
         }
         _ => "",
     }
@@ -710,7 +794,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     }
     let server =
         Server::start_with_dispatcher(config.clone(), Arc::new(dispatcher)).map_err(|e| {
-            let hint = portmap_hint(&e);
+            let hint = start_hint(&e);
             anyhow::Error::new(e).context(format!("cannot start the server{hint}"))
         })?;
     if args.register {
@@ -738,11 +822,13 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     );
     for e in exports.load().iter() {
         tracing::info!(
-            "export {} -> {} ({}, {}, squash {}, clients {})",
+            "export {} -> {} ({}, {}{}{}, squash {}, clients {})",
             e.mount_path,
             e.config.path.display(),
             e.config.backend,
             e.config.access,
+            if e.config.sync { "" } else { ", async" },
+            if e.config.secure { ", secure" } else { "" },
             e.config.squash,
             match &e.config.clients {
                 None => "everyone".to_owned(),
@@ -895,6 +981,68 @@ mod tests {
 
     fn no_key(_: &Path) -> bool {
         false
+    }
+
+    #[test]
+    fn a_port_that_cannot_be_had_says_what_to_do() {
+        let bind = |port: u16, kind: std::io::ErrorKind| rnfs_server::ServerError::Bind {
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+            source: kind.into(),
+        };
+        use std::io::ErrorKind::{AddrInUse, PermissionDenied};
+        assert!(start_hint(&bind(2049, AddrInUse)).contains("nfsd"));
+        assert!(start_hint(&bind(PMAP_PORT, AddrInUse)).contains("--register"));
+        assert!(start_hint(&bind(900, PermissionDenied)).contains("CAP_NET_BIND_SERVICE"));
+        assert!(start_hint(&bind(PMAP_PORT, PermissionDenied)).contains("port="));
+        assert_eq!(start_hint(&bind(20490, PermissionDenied)), "");
+    }
+
+    /// The configuration shown in `rnfs serve --help` is one the server takes.
+    #[test]
+    fn the_help_configuration_parses() {
+        let (_, example) = SERVE_EXAMPLES.split_once("table):\n").unwrap();
+        let toml: String = example.lines().map(|l| format!("{}\n", l.trim())).collect();
+        let file = ConfigFile::parse(&toml).unwrap();
+        assert_eq!(file.exports.len(), 1);
+        assert_eq!(file.exports[0].mount_path.as_deref(), Some("/data"));
+        assert_eq!(file.server.state_dir, Some(PathBuf::from("/var/lib/rnfs")));
+    }
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(parse_listen("2049"), Ok("0.0.0.0:2049".parse().unwrap()));
+        assert_eq!(
+            parse_listen("[::1]:20490"),
+            Ok("[::1]:20490".parse().unwrap())
+        );
+        assert!(parse_listen("localhost:2049")
+            .unwrap_err()
+            .contains("host names are not resolved"));
+        assert!(parse_listen("0.0.0.0").is_err());
+    }
+
+    /// The default thread count serves every pool of a many-CPU machine,
+    /// and a count below one per pool is refused with the one to give.
+    #[test]
+    fn every_pool_gets_a_thread() {
+        let counts = |t, min, max, pools| thread_counts(t, min, max, pools, PoolMode::PerCpu);
+        assert_eq!(counts(None, None, None, 2), Ok((8, 8, 8)));
+        assert_eq!(counts(None, None, None, 16), Ok((16, 16, 16)));
+        assert_eq!(counts(Some(4), None, None, 2), Ok((4, 4, 4)));
+        let refused = counts(Some(8), None, None, 16).unwrap_err();
+        assert!(refused.contains("give --threads 16 or more"), "{refused}");
+        assert_eq!(counts(None, None, Some(32), 16), Ok((16, 16, 32)));
+        assert_eq!(counts(None, Some(20), None, 16), Ok((20, 20, 64)));
+        assert_eq!(counts(None, Some(100), None, 16), Ok((100, 100, 100)));
+        assert!(counts(None, Some(4), None, 16)
+            .unwrap_err()
+            .contains("give --min-threads 16"));
+        assert!(counts(None, None, Some(4), 16)
+            .unwrap_err()
+            .contains("give --max-threads 16"));
+        assert!(counts(None, Some(40), Some(20), 16)
+            .unwrap_err()
+            .contains("is larger than"));
     }
 
     #[test]

@@ -450,7 +450,8 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
     assert!(
         msg.starts_with("rnfs: cannot reach the server's admin socket")
             && msg.contains("nobody.sock")
-            && msg.contains("(is rnfs serve running?)"),
+            && msg.contains("(is rnfs serve running?")
+            && msg.contains("give that path with --socket"),
         "{msg}"
     );
 }
@@ -488,9 +489,14 @@ fn exports_added_can_be_mounted_and_removed_ones_cannot() {
         "--mount-path",
         "/extra",
         "--ro",
+        "--async",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("added /extra"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("added /extra (id ") && stdout(&out).contains(", ro,async, "),
+        "{}",
+        stdout(&out)
+    );
     assert!(stderr(&out).is_empty(), "no note without --config");
     let out = server.cli(&["admin", "exports"]);
     assert!(stdout(&out).contains("/extra") && stdout(&out).contains("ro"));

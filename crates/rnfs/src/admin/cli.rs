@@ -104,16 +104,16 @@ when the server stopped (0 unless the timeout passed).";
 #[derive(Debug, Args)]
 struct ThreadsArgs {
     /// Run exactly N service threads.
-    #[arg(value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+    #[arg(value_name = "N", value_parser = clap::value_parser!(u64).range(1..=rnfs_sched::MAX_THREADS as u64),
           conflicts_with_all = ["min", "max"])]
     count: Option<u64>,
 
     /// Never fewer than N threads (the other bound stays as it is).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=rnfs_sched::MAX_THREADS as u64))]
     min: Option<u64>,
 
     /// Never more than N threads (the other bound stays as it is).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=rnfs_sched::MAX_THREADS as u64))]
     max: Option<u64>,
 }
 
@@ -299,7 +299,7 @@ fn run_command(path: &Path, command: AdminCommand, json: bool) -> Result<(), Adm
                 if added { "added" } else { "removed" },
                 e.mount_path,
                 e.id,
-                e.access,
+                access_flags(e),
                 e.backend,
                 e.path,
                 r.exports
@@ -362,6 +362,18 @@ fn print_threads(t: &ThreadsReply) {
     );
 }
 
+/// `rw`, `ro`, with `,async` and `,secure` when set (exports(5) style).
+fn access_flags(e: &ExportRow) -> String {
+    let mut flags = e.access.to_string();
+    if !e.sync {
+        flags.push_str(",async");
+    }
+    if e.secure {
+        flags.push_str(",secure");
+    }
+    flags
+}
+
 fn print_exports(rows: &[ExportRow]) {
     let table: Vec<Vec<String>> = rows
         .iter()
@@ -369,11 +381,7 @@ fn print_exports(rows: &[ExportRow]) {
             vec![
                 e.mount_path.clone(),
                 e.id.to_string(),
-                if e.sync {
-                    e.access.to_string()
-                } else {
-                    format!("{},async", e.access)
-                },
+                access_flags(e),
                 e.backend.to_string(),
                 e.squash.to_string(),
                 if e.clients.is_empty() {

@@ -17,7 +17,9 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(600);
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum AdminError {
     /// No server listens on the socket.
-    #[error("cannot reach the server's admin socket {}: {} (is rnfs serve running?)",
+    #[error("cannot reach the server's admin socket {}: {} (is rnfs serve running? \
+             a server started with its own --admin-socket or --state-dir logs its \
+             socket at start: give that path with --socket)",
             path.display(), plain(source))]
     Connect {
         /// The socket path.

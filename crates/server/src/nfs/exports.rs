@@ -28,8 +28,10 @@
 //! ```
 //!
 //! The table is swapped atomically on reload ([`Exports::reload`]): calls in flight
-//! finish with the table they started with, an export that keeps its id keeps its
-//! backend (open files, caches, memory contents) and therefore its clients' handles.
+//! finish with the table they started with. An export that keeps its id, path,
+//! backend kind, `attr_cache_max_age` and `sync` keeps its backend (open files,
+//! caches, memory contents); one whose `attr_cache_max_age` or `sync` changed
+//! is reopened on the same directory, and its clients' handles stay valid.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
@@ -142,8 +144,8 @@ pub struct ExportConfig {
     /// from attributes read earlier while nothing reported a change; the
     /// bound on changes the kernel does not report (writes through shared
     /// mappings, links made elsewhere, access times). 0: stat every entry.
-    /// Read when the backend opens: a reload that keeps the export (its id)
-    /// keeps its backend, and the value it opened with.
+    /// Read when the backend opens: a reload that changes it reopens the
+    /// backend (see [`Exports::reload`]).
     #[serde(default = "attr_cache_max_age")]
     pub attr_cache_max_age: u32,
     /// Local backend: commit every change to the file system's namespace and
@@ -253,7 +255,7 @@ pub enum ConfigError {
         message: String,
     },
     /// No `[[export]]`.
-    #[error("no exports configured")]
+    #[error("no exports configured: add an [[export]] table with a `path`")]
     NoExports,
     /// A `clients` entry is neither an address nor a CIDR network nor `*`.
     #[error(
@@ -319,7 +321,17 @@ impl ConfigFile {
 
     /// Parses TOML text.
     pub fn parse(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+        toml::from_str(text).map_err(|e| {
+            // `[export]` is one table where a list of them is expected.
+            let single = text
+                .parse::<toml::Table>()
+                .is_ok_and(|t| t.get("export").is_some_and(toml::Value::is_table));
+            if single {
+                format!("{e}each export is written [[export]], not [export]")
+            } else {
+                e.to_string()
+            }
+        })
     }
 }
 
@@ -918,7 +930,11 @@ mod tests {
             ConfigFile::parse("[[export]]\npath = \"/a\"\nsquash = \"sometimes\"\n").unwrap_err();
         assert!(e.contains("sometimes") && e.contains("line 3"), "{e}");
         let e = ConfigFile::parse("[[export]]\npath = \"/a\"\nro = true\n").unwrap_err();
-        assert!(e.contains("unknown field"), "{e}");
+        assert!(e.contains("unknown field"), "{e}"); // One `[export]` table instead of a list gets the fix spelled out.
+        let e = ConfigFile::parse("[export]\npath = \"/a\"\n").unwrap_err();
+        assert!(e.contains("written [[export]], not [export]"), "{e}");
+        let e = ConfigFile::parse("export = 3\n").unwrap_err();
+        assert!(!e.contains("[[export]]"), "{e}");
     }
 
     fn opts(clients: &[&str], secure: bool) -> ExportOptions {
