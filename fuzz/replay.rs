@@ -50,7 +50,7 @@ pub(crate) fn replay(target: &str, f: fn(&[u8])) -> usize {
     files.len()
 }
 
-/// Cases per mutation test: `FUZZ_CASES`, 512 by default.
+/// Cases per mutated-input test: `FUZZ_CASES`, 512 by default.
 pub(crate) fn fuzz_cases() -> u32 {
     u32::try_from(env_or("FUZZ_CASES", 512)).unwrap_or(u32::MAX)
 }

@@ -45,7 +45,7 @@ fn mount_res_corpus() {
     assert!(replay::replay("mount_res", fuzzing::mount_res) >= 12);
 }
 
-/// Every target's corpus, loaded once for the mutation tests.
+/// Every target's corpus, loaded once for the mutated-input tests.
 static CORPORA: LazyLock<[Vec<Vec<u8>>; 4]> =
     LazyLock::new(|| ["nfs3_args", "nfs3_res", "mount_args", "mount_res"].map(replay::corpus));
 

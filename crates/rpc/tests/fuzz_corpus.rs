@@ -41,7 +41,7 @@ fn rpc_reply_corpus() {
     assert!(replay::replay("rpc_reply", rnfs_rpc::fuzzing::rpc_reply) >= 10);
 }
 
-/// Every target's corpus, loaded once for the mutation tests.
+/// Every target's corpus, loaded once for the mutated-input tests.
 static CORPORA: LazyLock<[Vec<Vec<u8>>; 4]> = LazyLock::new(|| {
     ["xdr_reader", "record_deframer", "rpc_call", "rpc_reply"].map(replay::corpus)
 });

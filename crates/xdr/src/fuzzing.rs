@@ -108,7 +108,7 @@ impl From<(u8, u32, u32)> for Edit {
 }
 
 /// The environment variable `name` as a number, or `default` when it is unset
-/// or not a number: how the mutation tests take longer runs
+/// or not a number: how the mutated-input tests take longer runs
 /// (`FUZZ_CASES`, `MUTATION_SEED`, ...).
 pub fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -179,7 +179,7 @@ const INTERESTING: [u32; 16] = [
     0xffff_ffff,
 ];
 
-/// Applies `edits` to `input`, libFuzzer-style, for mutation tests that run in
+/// Applies `edits` to `input`, libFuzzer-style, for mutated-input tests that run in
 /// CI without a fuzzing engine: bit flips, bytes set, XDR words set to
 /// boundary values (0 to 5, 8, 16, 17, 0x7f, 0xff, 0x400, 2^31 - 1, 2^31,
 /// 2^32 - 2, 2^32 - 1) or nudged by a small amount (lengths off by one),
