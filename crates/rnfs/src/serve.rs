@@ -619,6 +619,27 @@ fn user_state_dir(env: impl Fn(&str) -> Option<OsString>, root: bool) -> (PathBu
     }
 }
 
+/// The state directory that earlier versions took from a relative
+/// `$XDG_STATE_HOME` or `$HOME` (relative to the working directory), which
+/// [`user_state_dir`] now ignores as the XDG spec asks, if a handle key is
+/// there: starting with a new key elsewhere would make every client's
+/// handles stale without a word.
+fn ignored_relative_key(
+    env: impl Fn(&str) -> Option<OsString>,
+    root: bool,
+    has_key: impl Fn(&Path) -> bool,
+) -> Option<PathBuf> {
+    if root {
+        return None;
+    }
+    let set = |name| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let old = match set("XDG_STATE_HOME") {
+        Some(xdg) => xdg.join("rnfs"),
+        None => set("HOME")?.join(".local/state/rnfs"),
+    };
+    (old.is_relative() && has_key(&old)).then_some(old)
+}
+
 /// systemd's `$STATE_DIRECTORY`, set by a unit's `StateDirectory=`: a
 /// colon-separated list, of which the first absolute entry is ours.
 fn systemd_state_dir(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
@@ -708,11 +729,25 @@ pub(crate) fn run(args: ServeArgs) -> Result<(), Failure> {
     let state_dir = match &explicit {
         Some(dir) => dir.clone(),
         None => {
-            let chosen = default_key_dir(
-                |name| std::env::var_os(name),
-                nix::unistd::geteuid().is_root(),
-                |dir| dir.join(HandleKey::FILE_NAME).exists(),
-            );
+            // A key that cannot be looked for counts as there: loading it
+            // then fails with the reason, rather than a new key being made.
+            let has_key = |dir: &Path| dir.join(HandleKey::FILE_NAME).try_exists().unwrap_or(true);
+            let env = |name: &str| std::env::var_os(name);
+            let root = nix::unistd::geteuid().is_root();
+            let chosen = default_key_dir(env, root, has_key);
+            if let Some(old) =
+                ignored_relative_key(env, root, has_key).filter(|_| !has_key(chosen.path()))
+            {
+                return Err(anyhow::anyhow!(
+                    "a handle key is in {}, from a relative $XDG_STATE_HOME or $HOME, \
+                     which rnfs no longer follows, and none is in {}: give --state-dir \
+                     with {}'s absolute path to keep clients' file handles valid",
+                    old.display(),
+                    chosen.path().display(),
+                    old.display()
+                )
+                .into());
+            }
             match &chosen {
                 KeyDir::Temporary(dir) => tracing::warn!(
                     "no $HOME, $XDG_STATE_HOME or $STATE_DIRECTORY: the handle key goes \
@@ -1094,6 +1129,27 @@ mod tests {
             default_key_dir(env(&vars), true, root_key).path(),
             Path::new("/var/lib/rnfs")
         );
+    }
+
+    /// A key where a relative $XDG_STATE_HOME or $HOME used to put it is
+    /// found, so that the server does not silently start with a new one.
+    #[test]
+    fn a_key_under_a_relative_state_home_is_found() {
+        let any_key = |_: &Path| true;
+        let vars = [("XDG_STATE_HOME", "state"), ("HOME", "/h")];
+        assert_eq!(
+            ignored_relative_key(env(&vars), false, any_key),
+            Some(PathBuf::from("state/rnfs"))
+        );
+        assert_eq!(ignored_relative_key(env(&vars), false, no_key), None);
+        assert_eq!(ignored_relative_key(env(&vars), true, any_key), None);
+        let vars = [("HOME", "h")];
+        assert_eq!(
+            ignored_relative_key(env(&vars), false, any_key),
+            Some(PathBuf::from("h/.local/state/rnfs"))
+        );
+        let vars = [("XDG_STATE_HOME", "/x"), ("HOME", "h")];
+        assert_eq!(ignored_relative_key(env(&vars), false, any_key), None);
     }
 
     #[test]
