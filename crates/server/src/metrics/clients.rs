@@ -11,6 +11,23 @@
 //! totals move to the `other` row); if every row has a connection or a mount, the
 //! new client is counted in `other`. Memory is thus bounded by `max_clients` rows
 //! plus one entry per open connection.
+//!
+//! Finding that row must not cost a new host a walk of the table (it runs
+//! under the table's lock, at accept): idle rows are kept oldest first, and the
+//! long-idle ones are typically clients that keep a mount. A row becomes a
+//! candidate only by going idle (its last connection closes) or by losing its
+//! last mount (UMNT, UMNTALL; [`MountList::removals`] counts them); a mount
+//! insert only takes candidates away. So the table remembers where the last
+//! search stopped: while no mount was removed, the rows before that point are
+//! still mounted, and the next search starts there (rows that went idle since
+//! have later keys, so they are still reached). Between two mount removals each
+//! idle row is thus looked at once at most: O(1) amortised per new host, plus
+//! one walk from the oldest row after each removal. And a search that found
+//! nothing is not repeated until a row goes idle or a mount goes: closes of
+//! connections counted in `other`, and new mounts, as in a boot storm, do not
+//! count. The row taken is the one a full search from the oldest would take
+//! (the oldest idle row without a mount); a mount removed while a search runs
+//! is noticed by the next one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -104,12 +121,23 @@ struct Rows {
     /// The rows without a connection, by `idle_since` (unique: a count of
     /// closes), oldest first: the eviction candidates.
     idle: BTreeMap<u64, IpAddr>,
-    /// `(closes, mount list generation)` when an eviction last found no row
-    /// to free: until either moves, none can be found, and none is sought.
+    /// Rows put into `idle`: only those can become candidates, besides the
+    /// mounted ones when a mount goes.
+    idled: u64,
+    /// `(idled, mount list removals)` when an eviction last found no row to
+    /// free: until either moves, none can be found, and none is sought.
     evict_failed: Option<(u64, u64)>,
+    /// `(key, mount list removals)` where the last search stopped: every row
+    /// of `idle` with a smaller key had a mount when looked at, and still has
+    /// while no mount was removed since. Rows that went idle later have
+    /// larger keys (a count of closes).
+    resume: Option<(u64, u64)>,
     /// Evictions that looked at the candidates.
     #[cfg(test)]
     searches: u64,
+    /// Idle rows those evictions looked at (each a search of the mount list).
+    #[cfg(test)]
+    visited: u64,
 }
 
 /// The client table.
@@ -167,29 +195,51 @@ impl ClientTable {
     /// Frees the row idle the longest (no connection, no mount), moving its
     /// totals to `other`; on a connection from a new client to a full table
     /// only. The idle rows are looked at oldest first, each with one search
-    /// of the mount list, and not at all while nothing changed since the
-    /// last search found none: a full table of busy or mounted clients costs
-    /// each new host one comparison.
+    /// of the mount list, from where the last search stopped if no mount was
+    /// removed since (the rows before it are still mounted: an insert never
+    /// unmounts), and not at all while no row went idle and no mount went
+    /// since the last search found none. Between two removals each idle row
+    /// is looked at once at most, where starting from the oldest each time
+    /// walked past every long-idle mounted client per new host. (A resume
+    /// point rather than, say, a set of the unmounted idle rows: that would
+    /// need the mount list to tell the table of every mount and unmount; this
+    /// needs one counter, bumped only by removals.)
     fn evict_one(&self, rows: &mut Rows) -> bool {
-        // Read before the search: a change during it moves the generation
-        // past this one, so the next eviction searches again.
-        let stamp = (rows.closes, self.mounts.generation());
-        if rows.evict_failed == Some(stamp) {
+        // Read before the search: a removal during it counts past this value
+        // (see `MountList::removals`), so the next eviction starts over.
+        let removals = self.mounts.removals();
+        if rows.evict_failed == Some((rows.idled, removals)) {
             return false;
         }
         #[cfg(test)]
         {
             rows.searches += 1;
         }
+        let from = match rows.resume {
+            Some((key, seen)) if seen == removals => key,
+            _ => 0,
+        };
         let victim = rows
             .idle
-            .iter()
-            .find(|(_, ip)| !self.mounts.has_host(&ip.to_string()))
+            .range(from..)
+            .find(|(_, ip)| {
+                #[cfg(test)]
+                {
+                    rows.visited += 1;
+                }
+                !self.mounts.has_host(&ip.to_string())
+            })
             .map(|(since, ip)| (*since, *ip));
         let Some((since, ip)) = victim else {
-            rows.evict_failed = Some(stamp);
+            rows.evict_failed = Some((rows.idled, removals));
+            // Every idle key is at most `closes`: a row going idle later
+            // comes after this point.
+            rows.resume = Some((rows.closes + 1, removals));
             return false;
         };
+        // The rows before `since` were mounted; the next search starts at
+        // the row after it.
+        rows.resume = Some((since, removals));
         rows.idle.remove(&since);
         if let Some(row) = rows.by_ip.remove(&ip) {
             rows.other.absorb(row);
@@ -216,6 +266,7 @@ impl ClientTable {
                 row.idle_since = closes;
                 if !conn.in_other {
                     rows.idle.insert(closes, conn.ip);
+                    rows.idled += 1;
                 }
             }
         }
@@ -292,6 +343,19 @@ mod tests {
         (Arc::new(ClientTable::new(max, Arc::clone(&mounts))), mounts)
     }
 
+    /// The `n`th of many hosts (10.0.0.0 up).
+    fn host(n: u32) -> IpAddr {
+        IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + n))
+    }
+
+    /// `n` hosts (from `first`) that mount and go idle, as Linux clients do.
+    fn mounted_idle(t: &Arc<ClientTable>, mounts: &MountList, first: u32, n: u32) {
+        for i in first..first + n {
+            mounts.insert(&host(i).to_string(), "/x");
+            drop(t.open(host(i), u64::from(i)));
+        }
+    }
+
     fn row<'a>(rows: &'a [ClientSnapshot], addr: &str) -> Option<&'a ClientSnapshot> {
         rows.iter().find(|r| r.addr == addr)
     }
@@ -355,6 +419,91 @@ mod tests {
         drop((conns, new));
     }
 
+    /// A boot storm: while the table is full of mounted idle clients, each
+    /// new host opens a connection (counted in `other`), mounts, and closes
+    /// it. Neither the close nor the mount can free a row, so the table is
+    /// searched once, not once per host (a close in `other` or any mount
+    /// once threw the negative cache away: 2,000 searches of 1,000 rows).
+    #[test]
+    fn a_boot_storm_of_mounting_hosts_searches_a_full_table_once() {
+        let (t, mounts) = table(1000);
+        mounted_idle(&t, &mounts, 0, 1000);
+        for i in 1000..3000 {
+            let conn = t.open(host(i), u64::from(i));
+            assert!(conn.in_other);
+            mounts.insert(&host(i).to_string(), "/x");
+            drop(conn);
+        }
+        let rows = t.lock();
+        assert_eq!(
+            rows.searches, 1,
+            "searched again after a close in other or a mount"
+        );
+        assert_eq!(rows.visited, 1000);
+    }
+
+    /// Many one-shot hosts behind long-idle mounted clients: each new host
+    /// takes the previous one's row without walking past the mounted rows
+    /// again (it once did: 255 rows looked at per connection).
+    #[test]
+    fn one_shot_hosts_do_not_walk_past_mounted_idle_rows_each() {
+        let (t, mounts) = table(256);
+        mounted_idle(&t, &mounts, 0, 255);
+        let hosts = 2000;
+        for i in 255..255 + hosts {
+            drop(t.open(host(i), u64::from(i)));
+        }
+        let visited = t.lock().visited;
+        assert!(
+            visited <= u64::from(255 + 2 * hosts),
+            "{visited} idle rows looked at for {hosts} new hosts"
+        );
+        let s = t.snapshot();
+        assert!((0..255).all(|i| row(&s, &host(i).to_string()).is_some()));
+        assert!(row(&s, &host(254 + hosts).to_string()).is_some());
+        assert!(row(&s, &host(253 + hosts).to_string()).is_none());
+    }
+
+    /// The search resumes after the rows it found mounted; rows that go idle
+    /// later are found, and a mount that goes sends the search back to the
+    /// oldest row: the row taken is still the oldest idle one without a mount.
+    #[test]
+    fn the_search_resumes_past_mounted_rows_until_a_mount_goes() {
+        let (t, mounts) = table(4);
+        mounted_idle(&t, &mounts, 1, 3);
+        drop(t.open(host(4), 4));
+        drop(t.open(host(5), 5));
+        assert_eq!(t.lock().visited, 4, "1, 2, 3 mounted, then 4 taken");
+        drop(t.open(host(6), 6));
+        assert_eq!(t.lock().visited, 5, "5 taken at once");
+        // Mounted 2 comes back and leaves: idle after 6.
+        drop(t.open(host(2), 20));
+        // 3's mount goes: the next host takes 3's row, not 6's.
+        assert!(mounts.remove(&host(3).to_string(), "/x"));
+        drop(t.open(host(7), 7));
+        let s = t.snapshot();
+        assert!(row(&s, &host(3).to_string()).is_none());
+        assert!(row(&s, &host(6).to_string()).is_some());
+        assert_eq!(t.lock().visited, 7, "from the oldest: 1 mounted, 3 taken");
+        // Then 6 (past 3's key), then 7 (past mounted 2).
+        drop(t.open(host(8), 8));
+        drop(t.open(host(9), 9));
+        let s = t.snapshot();
+        assert!(row(&s, &host(6).to_string()).is_none());
+        assert!(row(&s, &host(7).to_string()).is_none());
+        assert_eq!(t.lock().visited, 10);
+        let _held = [t.open(host(10), 10), t.open(host(11), 11)];
+        assert_eq!(t.lock().visited, 12, "8, then 9");
+        // Only mounted 1 and 2 are idle: none is taken, none looked at.
+        assert!(t.open(host(12), 12).in_other);
+        assert_eq!(t.lock().visited, 12);
+        // A mount removed with UMNTALL also counts: 1's row is taken.
+        assert_eq!(mounts.remove_host(&host(1).to_string()), ["/x"]);
+        assert!(!t.open(host(13), 13).in_other);
+        assert!(row(&t.snapshot(), &host(1).to_string()).is_none());
+        assert_eq!(t.lock().visited, 13);
+    }
+
     #[test]
     fn a_full_table_overflows_into_other_and_evicts_idle_rows() {
         let (t, mounts) = table(2);
@@ -386,5 +535,47 @@ mod tests {
         assert_eq!(s.iter().map(|r| r.calls).sum::<u64>(), 3);
         drop((c, e));
         assert!(t.snapshot().len() <= 3);
+    }
+
+    /// The cost of a full table's evictions in the two patterns above, at a
+    /// larger scale. Run in release:
+    /// `cargo test --release -p rnfs-server --lib eviction_cost -- --ignored --nocapture`
+    #[test]
+    #[ignore = "benchmark"]
+    fn eviction_cost() {
+        let (t, mounts) = table(1000);
+        mounted_idle(&t, &mounts, 0, 1000);
+        let start = std::time::Instant::now();
+        for i in 1000..3000 {
+            let conn = t.open(host(i), u64::from(i));
+            mounts.insert(&host(i).to_string(), "/x");
+            drop(conn);
+        }
+        let storm = start.elapsed();
+        let rows = t.lock();
+        println!(
+            "boot storm, 1,000 mounted idle rows, 2,000 hosts that open, mount, close: \
+             {storm:?} ({:?} per host), {} searches, {} rows looked at",
+            storm / 2000,
+            rows.searches,
+            rows.visited
+        );
+        drop(rows);
+
+        let (t, mounts) = table(256);
+        mounted_idle(&t, &mounts, 0, 255);
+        let start = std::time::Instant::now();
+        for i in 255..20_255 {
+            drop(t.open(host(i), u64::from(i)));
+        }
+        let oneshot = start.elapsed();
+        let rows = t.lock();
+        println!(
+            "255 mounted idle rows of 256, 20,000 one-shot hosts: \
+             {oneshot:?} ({:?} per host), {} searches, {} rows looked at",
+            oneshot / 20_000,
+            rows.searches,
+            rows.visited
+        );
     }
 }

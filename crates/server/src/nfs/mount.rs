@@ -37,9 +37,9 @@ const MAX_MOUNT_LIST: usize = 4096;
 #[derive(Debug, Default)]
 pub(crate) struct MountList {
     set: Mutex<BTreeSet<(String, String)>>,
-    /// Bumped by every change of `set`, under its lock (see
-    /// [`generation`](Self::generation)).
-    generation: AtomicU64,
+    /// Bumped by every removal from `set`, under its lock (see
+    /// [`removals`](Self::removals)).
+    removals: AtomicU64,
 }
 
 impl MountList {
@@ -50,22 +50,32 @@ impl MountList {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A change of the list, under its lock. `Release`: a reader that sees
-    /// the new generation (`Acquire`) then sees the change.
-    fn changed(&self) {
-        self.generation.fetch_add(1, Ordering::Release);
+    /// A removal from the list, under its lock (after it). `Relaxed`: the
+    /// count orders nothing else; see [`removals`](Self::removals).
+    fn removed(&self) {
+        self.removals.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A count of the list's changes: the same value means the same list.
-    pub(crate) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+    /// A count of the removals from the list (UMNT, UMNTALL: nothing else
+    /// takes a mount away, not even the removal of its export). While it
+    /// stays the same, a host seen with a mount still has one: an insert
+    /// never takes one away. The client table's eviction relies on that.
+    ///
+    /// `Relaxed` is enough: the list itself is only read under its lock, and
+    /// the count is bumped under that lock. A reader that reads the count,
+    /// then finds a host mounted (under the lock), locked before any later
+    /// removal of that mount, so the count it read cannot include that
+    /// removal (coherence, through the lock's happens-before); and a read
+    /// that happens after the removal (after its unlock) sees it.
+    pub(crate) fn removals(&self) -> u64 {
+        self.removals.load(Ordering::Relaxed)
     }
 
     /// Adds `host` mounting `path` (unless the list is full).
     pub(crate) fn insert(&self, host: &str, path: &str) {
         let mut set = self.lock();
-        if set.len() < MAX_MOUNT_LIST && set.insert((host.to_owned(), path.to_owned())) {
-            self.changed();
+        if set.len() < MAX_MOUNT_LIST {
+            set.insert((host.to_owned(), path.to_owned()));
         }
     }
 
@@ -74,7 +84,7 @@ impl MountList {
         let mut set = self.lock();
         let removed = set.remove(&(host.to_owned(), path.to_owned()));
         if removed {
-            self.changed();
+            self.removed();
         }
         removed
     }
@@ -91,7 +101,7 @@ impl MountList {
             keep
         });
         if !removed.is_empty() {
-            self.changed();
+            self.removed();
         }
         removed
     }
