@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 # Tests and scripts that would skip for want of something CI provides (root, a
-# free port 111, rpcbind) fail instead when this is set.
+# free port 111, rpcbind, FUSE) fail instead when this is set (Rust tests say so
+# through tests/support/cannot_run.rs).
 export RNFS_CI=1
 
 step() { printf '\n==> %s\n' "$*"; }

@@ -1,7 +1,8 @@
 //! The FUSE mount against an in-process rnfs server: the POSIX surface
 //! through `std::fs`, the data on the server afterwards, close-to-open, and
 //! real programs (`cp -a`, `tar`, `git`, `fio`). Runs as root in CI; elsewhere
-//! it prints SKIP when FUSE cannot be mounted (or fio is not installed).
+//! it skips (saying why) when FUSE cannot be mounted (or fio is not installed);
+//! under CI that is a failure.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod common;
@@ -19,7 +20,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{sh, skip, AbortOnPanic, TestMount};
+use common::cannot_run::cannot_run;
+use common::{sh, skip, skip_unless_root, AbortOnPanic, TestMount};
 use jukebox_proxy::{jukebox_proxy, JukeboxPlan};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -378,7 +380,7 @@ fn a_mount_point_inside_the_export_does_not_fail_its_listing() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        println!("SKIP: cannot mount a tmpfs here");
+        cannot_run("cannot mount a tmpfs here");
         return;
     }
     let listed = fs::read_dir(t.m("")).map(|d| {
@@ -670,9 +672,7 @@ fn unlinked_open_file_stays_readable() {
 /// stayed in the user's directory.
 #[test]
 fn a_silly_renamed_file_goes_as_its_unlinker_under_root_squash() {
-    if skip("a_silly_renamed_file_goes_as_its_unlinker_under_root_squash")
-        || !rustix::process::geteuid().is_root()
-    {
+    if skip_unless_root("a_silly_renamed_file_goes_as_its_unlinker_under_root_squash") {
         return;
     }
     let t = TestMount::with_squash("", rnfs_server::nfs::exports::Squash::Root);
@@ -686,7 +686,7 @@ fn a_silly_renamed_file_goes_as_its_unlinker_under_root_squash() {
         .arg(t.m("home"))
         .output();
     let Ok(out) = out else {
-        println!("SKIP a_silly_renamed_file_goes_as_its_unlinker_under_root_squash: no setpriv");
+        cannot_run("a_silly_renamed_file_goes_as_its_unlinker_under_root_squash: no setpriv");
         return;
     };
     assert!(
@@ -926,7 +926,7 @@ fn read_only_and_noac_mounts() {
 
 #[test]
 fn permissions_are_the_servers() {
-    if skip("permissions_are_the_servers") || !rustix::process::geteuid().is_root() {
+    if skip_unless_root("permissions_are_the_servers") {
         return;
     }
     let t = TestMount::new();
@@ -944,7 +944,7 @@ fn permissions_are_the_servers() {
         ))
         .output();
     let Ok(out) = out else {
-        println!("SKIP permissions_are_the_servers: no setpriv");
+        cannot_run("permissions_are_the_servers: no setpriv");
         return;
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -955,9 +955,7 @@ fn permissions_are_the_servers() {
 
 #[test]
 fn a_truncate_is_its_callers_while_another_user_holds_the_file_open() {
-    if skip("a_truncate_is_its_callers_while_another_user_holds_the_file_open")
-        || !rustix::process::geteuid().is_root()
-    {
+    if skip_unless_root("a_truncate_is_its_callers_while_another_user_holds_the_file_open") {
         return;
     }
     let t = TestMount::new();
@@ -974,9 +972,7 @@ fn a_truncate_is_its_callers_while_another_user_holds_the_file_open() {
         ))
         .output();
     let Ok(out) = out else {
-        println!(
-            "SKIP a_truncate_is_its_callers_while_another_user_holds_the_file_open: no setpriv"
-        );
+        cannot_run("a_truncate_is_its_callers_while_another_user_holds_the_file_open: no setpriv");
         return;
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -1003,9 +999,7 @@ fn a_truncate_is_its_callers_while_another_user_holds_the_file_open() {
 /// knfsd (its owner override): tar, cp -p and git do this.
 #[test]
 fn the_owner_writes_and_ftruncates_a_file_it_created_read_only() {
-    if skip("the_owner_writes_and_ftruncates_a_file_it_created_read_only")
-        || !rustix::process::geteuid().is_root()
-    {
+    if skip_unless_root("the_owner_writes_and_ftruncates_a_file_it_created_read_only") {
         return;
     }
     let t = TestMount::new();
@@ -1031,7 +1025,7 @@ fn the_owner_writes_and_ftruncates_a_file_it_created_read_only() {
         .arg(t.m("pub/ro"))
         .output();
     let Ok(out) = out else {
-        println!("SKIP the_owner_writes_and_ftruncates_a_file_it_created_read_only: no setpriv");
+        cannot_run("the_owner_writes_and_ftruncates_a_file_it_created_read_only: no setpriv");
         return;
     };
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -1044,9 +1038,7 @@ fn the_owner_writes_and_ftruncates_a_file_it_created_read_only() {
 
 #[test]
 fn a_writer_writes_as_itself_while_a_reader_holds_the_file_open() {
-    if skip("a_writer_writes_as_itself_while_a_reader_holds_the_file_open")
-        || !rustix::process::geteuid().is_root()
-    {
+    if skip_unless_root("a_writer_writes_as_itself_while_a_reader_holds_the_file_open") {
         return;
     }
     let t = TestMount::new();
@@ -1074,7 +1066,7 @@ fn a_writer_writes_as_itself_while_a_reader_holds_the_file_open() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("setpriv: not found") {
-        println!("SKIP a_writer_writes_as_itself_while_a_reader_holds_the_file_open: no setpriv");
+        cannot_run("a_writer_writes_as_itself_while_a_reader_holds_the_file_open: no setpriv");
         return;
     }
     assert_eq!(stdout.trim(), "WROTE", "{stderr}");
@@ -1164,7 +1156,9 @@ fn fio_verifies_its_writes_on_the_mount() {
         return;
     }
     if Command::new("fio").arg("--version").output().is_err() {
-        println!("SKIP fio_verifies_its_writes_on_the_mount: fio is not installed (ci/deps.sh installs it)");
+        cannot_run(
+            "fio_verifies_its_writes_on_the_mount: fio is not installed (ci/deps.sh installs it)",
+        );
         return;
     }
     let t = TestMount::new();

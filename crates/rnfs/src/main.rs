@@ -20,6 +20,10 @@ mod mount;
 mod serve;
 mod stats;
 
+#[cfg(test)]
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
+
 const LONG_ABOUT: &str = "\
 rnfs is a userspace NFSv3 server and client.
 

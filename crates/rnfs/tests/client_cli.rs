@@ -10,7 +10,10 @@ use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, UNIX_EPOCH};
 
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
 mod common;
+use cannot_run::cannot_run;
 use common::{rnfs, TempDir};
 
 /// `rnfs serve` on a temporary export; killed on drop.
@@ -870,7 +873,7 @@ fn mount_gives_up_on_a_gone_server_at_the_second_signal() {
     use nix::unistd::Pid;
     use std::io::Write;
     if !fuse_mountable() {
-        println!("SKIP: FUSE mounts need /dev/fuse and root here");
+        cannot_run("FUSE mounts need /dev/fuse and root here");
         return;
     }
     let server = Server::start("giveup");
@@ -934,7 +937,7 @@ fn mount_gives_up_on_a_gone_server_at_the_second_signal() {
 #[test]
 fn cp_and_mv_fail_when_a_local_copy_is_not_written_back() {
     if !fuse_mountable() {
-        println!("SKIP: FUSE mounts need /dev/fuse and root here");
+        cannot_run("FUSE mounts need /dev/fuse and root here");
         return;
     }
     // Writes held by the mount's write-behind go to the server at close,
@@ -1159,7 +1162,7 @@ fn ls_hides_control_characters_from_terminals() {
     // command's status, so a failing `rnfs ls` on a terminal fails here.
     let out = match script {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            println!("SKIP: no script(1) for a pseudo-terminal: {e}");
+            cannot_run(&format!("no script(1) for a pseudo-terminal: {e}"));
             return;
         }
         other => other.expect("running script(1)"),
@@ -1184,7 +1187,7 @@ fn ls_hides_control_characters_from_terminals() {
 fn cp_p_drops_set_id_bits_when_the_owner_is_not_kept() {
     use std::os::unix::fs::chown;
     if fs::metadata("/proc/self").unwrap().uid() != 0 {
-        println!("SKIP: needs root, to act as other users");
+        cannot_run("needs root, to act as other users");
         return;
     }
     let s = Server::start("setid");
@@ -1243,7 +1246,7 @@ fn cp_p_drops_set_id_bits_when_the_owner_is_not_kept() {
         c
     };
     if !as_4242().arg("true").status().is_ok_and(|s| s.success()) {
-        println!("SKIP: setpriv(1) cannot run as another user here");
+        cannot_run("setpriv(1) cannot run as another user here");
         return;
     }
     let r = as_4242()

@@ -57,6 +57,10 @@ mod task;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
+#[cfg(all(test, not(loom)))]
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
+
 pub use config::{Config, ConfigError, ParseNameError, Policy, PoolMode, MAX_THREADS};
 #[cfg(not(loom))]
 pub use futex_hash::fit as fit_futex_hash;

@@ -9,7 +9,10 @@
     reason = "test code: a panic is a test failure"
 )]
 
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
 mod common;
+use cannot_run::cannot_run;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
@@ -49,7 +52,7 @@ impl Drop for Helper {
 #[test]
 fn ten_thousand_idle_connections_hold_no_thread() {
     if let Err(why) = raise_nofile(CONNECTIONS + SPARE_FDS) {
-        println!("skipped: {why}");
+        cannot_run(&why);
         return;
     }
     let server = start();
@@ -78,7 +81,7 @@ fn ten_thousand_idle_connections_hold_no_thread() {
             break n.trim().parse::<u64>().unwrap();
         }
         if let Some((_, why)) = line.split_once("SKIP ") {
-            println!("skipped: helper cannot open the connections: {why}");
+            cannot_run(&format!("helper cannot open the connections: {why}"));
             return;
         }
     };

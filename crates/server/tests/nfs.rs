@@ -2,7 +2,10 @@
 //! backends, driven by the blocking client.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
 mod common;
+use cannot_run::cannot_run;
 
 use common::{lookup, opener};
 
@@ -1072,7 +1075,7 @@ fn a_retransmitted_remove_gets_the_cached_reply() {
 #[test]
 fn calls_run_with_the_callers_identity_when_root() {
     if !rnfs_vfs::identity::can_switch() {
-        eprintln!("skipped: not root");
+        cannot_run("not root");
         return;
     }
     use std::os::unix::fs::PermissionsExt;

@@ -5,7 +5,10 @@
 //! runs them with `--ignored`).
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
 mod common;
+use cannot_run::cannot_run;
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -300,7 +303,7 @@ fn getaddr_over_ipv6_uses_tcp6() {
         .register(Arc::new(PortmapService::new(registry)))
         .unwrap();
     let Ok(server) = Server::start_with_dispatcher(cfg, Arc::new(dispatcher)) else {
-        println!("skipped: no IPv6 loopback");
+        cannot_run("no IPv6 loopback");
         return;
     };
     let mut s = connect(server.local_addrs()[0]);
@@ -420,7 +423,7 @@ fn set_and_unset_from_an_unprivileged_peer_are_refused() {
 fn set_and_unset_from_a_privileged_local_port() {
     let pm = start(RegistrationPolicy::default());
     let Some(mut s) = connect_privileged(pm.addr()) else {
-        println!("skipped: cannot bind a privileged port (not root)");
+        cannot_run("cannot bind a privileged port (not root)");
         return;
     };
     // Version 2.
@@ -644,16 +647,10 @@ fn port_111_free() -> bool {
 /// when the harness runs tests in parallel.
 static PORT_111: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Skips the test (returns true after saying why), except under CI
-/// (`RNFS_CI=1`, set by ci/test.sh, or `CI=1`/`CI=true`), which provides all of
-/// it, so there a missing requirement is a failure rather than a silent pass.
+/// Skips the test (returns true after saying why; a failure under CI, see
+/// [`cannot_run`]).
 fn skip(reason: &str) -> bool {
-    let set = |name: &str| matches!(std::env::var(name).as_deref(), Ok("1" | "true"));
-    assert!(
-        !set("RNFS_CI") && !set("CI"),
-        "under CI, not skipping: {reason}"
-    );
-    println!("skipped: {reason}");
+    cannot_run(reason);
     true
 }
 

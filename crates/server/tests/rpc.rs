@@ -5,7 +5,10 @@
     reason = "test code: a panic is a test failure"
 )]
 
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
 mod common;
+use cannot_run::cannot_run;
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -158,7 +161,9 @@ fn ipv6_loopback() {
     let server = match Server::start(config) {
         Ok(server) => server,
         Err(ServerError::Bind { source, .. }) => {
-            println!("skipped: cannot bind [::1] (no IPv6 loopback here?): {source}");
+            cannot_run(&format!(
+                "cannot bind [::1] (no IPv6 loopback here?): {source}"
+            ));
             return;
         }
         Err(e) => panic!("{e}"),
@@ -185,7 +190,9 @@ fn ipv4_and_ipv6_wildcards_share_a_port() {
     let server = match Server::start(config) {
         Ok(server) => server,
         Err(ServerError::Bind { addr, source }) if addr.is_ipv6() && !ipv6 => {
-            println!("skipped: no IPv6 loopback here; cannot bind {addr}: {source}");
+            cannot_run(&format!(
+                "no IPv6 loopback here; cannot bind {addr}: {source}"
+            ));
             return;
         }
         Err(e) => panic!("{e}"),
@@ -202,7 +209,7 @@ fn ipv4_and_ipv6_wildcards_share_a_port() {
             MOUNT,
         );
     } else {
-        println!("skipped the IPv6 side: no IPv6 loopback here");
+        cannot_run("the IPv6 side: no IPv6 loopback here");
     }
     drop(server);
 }

@@ -283,12 +283,13 @@ pub fn as_fs_root<T>(f: impl FnOnce() -> T) -> T {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+    use crate::cannot_run::cannot_run;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn switching_changes_permission_checks_on_this_thread_only() {
         if !can_switch() {
-            eprintln!("skipped: not root");
+            cannot_run("not root");
             return;
         }
         let dir = std::env::temp_dir().join(format!("rnfs-ident-{}", std::process::id()));
@@ -344,7 +345,7 @@ mod tests {
     fn effective_capabilities_change_per_thread() {
         const CAP_NET_BIND_SERVICE: u32 = 10;
         if !has_effective(CAP_NET_BIND_SERVICE) {
-            eprintln!("skipped: no CAP_NET_BIND_SERVICE");
+            cannot_run("no CAP_NET_BIND_SERVICE");
             return;
         }
         std::thread::spawn(|| {
@@ -362,17 +363,6 @@ mod tests {
     /// Set for the copy of the test binary that
     /// [`rerun_in_a_user_namespace`] starts.
     const IN_USERNS: &str = "RNFS_IDENTITY_TEST_IN_USERNS";
-
-    /// A test that cannot run here: a failure under CI (`RNFS_CI=1`, set by
-    /// ci/test.sh, or `CI=1`/`CI=true`), which provides it; elsewhere a skip.
-    fn cannot_run(reason: &str) {
-        let set = |name: &str| matches!(std::env::var(name).as_deref(), Ok("1" | "true"));
-        assert!(
-            !set("RNFS_CI") && !set("CI"),
-            "under CI, not skipping: {reason}"
-        );
-        eprintln!("skipped: {reason}");
-    }
 
     /// Runs test `name` (of this module) again in a child process that is root
     /// of a new user namespace, with ids 0-65535 mapped to the same ones outside.
@@ -437,7 +427,7 @@ mod tests {
     #[test]
     fn callers_other_than_root_lose_cap_sys_resource_as_on_knfsd() {
         if !can_switch() {
-            eprintln!("skipped: not root");
+            cannot_run("not root");
             return;
         }
         let in_userns = std::env::var_os(IN_USERNS).is_some();
@@ -478,7 +468,7 @@ mod tests {
     #[test]
     fn a_change_of_groups_alone_is_applied() {
         if !can_switch() {
-            eprintln!("skipped: not root");
+            cannot_run("not root");
             return;
         }
         let dir = std::env::temp_dir().join(format!("rnfs-ident-groups-{}", std::process::id()));
@@ -521,7 +511,7 @@ mod tests {
     #[test]
     fn as_fs_root_restores_an_identity_it_has_no_record_of() {
         if !can_switch() {
-            eprintln!("skipped: not root");
+            cannot_run("not root");
             return;
         }
         std::thread::spawn(|| {

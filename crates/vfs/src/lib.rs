@@ -51,6 +51,10 @@ pub mod memory;
 pub mod names;
 mod types;
 
+#[cfg(test)]
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
+
 pub use error::{FsError, FsResult};
 pub use types::*;
 

@@ -7,6 +7,10 @@
     reason = "the shared conformance module is pub for every backend's test crate"
 )]
 
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
+use cannot_run::cannot_run;
+
 #[path = "support/mounted.rs"]
 mod mounted;
 use mounted::Mounted;
@@ -475,7 +479,7 @@ fn dotdot_of_a_directory_moved_out_stays_inside() {
 #[test]
 fn unprivileged_dotdot_of_a_directory_moved_out_stays_inside() {
     if !is_root() {
-        eprintln!("skipped: needs root to play an ordinary user");
+        cannot_run("needs root to play an ordinary user");
         return;
     }
     let top = temp_dir();
@@ -513,7 +517,7 @@ fn unprivileged_dotdot_of_a_directory_moved_out_stays_inside() {
 #[test]
 fn foreign_handles() {
     if !is_root() {
-        eprintln!("skipped: open_by_handle_at needs root");
+        cannot_run("open_by_handle_at needs root");
         return;
     }
     let dir = temp_dir();
@@ -583,7 +587,7 @@ fn mount_points_inside_the_export_are_xdev() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        eprintln!("skipped: cannot mount a tmpfs here");
+        cannot_run("cannot mount a tmpfs here");
         return;
     }
     let _guard = Mounted(&mnt);
@@ -624,7 +628,7 @@ fn handles_survive_a_restart() {
     let fs = open(dir.path());
     assert_eq!(fs.root(), root_h);
     if !fs.privileged() {
-        eprintln!("skipped: unprivileged handles do not survive restarts");
+        cannot_run("unprivileged handles do not survive restarts");
         return;
     }
     assert_eq!(read(&fs, &file, 100).unwrap(), b"hello");
@@ -878,7 +882,7 @@ fn metadata_changes_are_committed_before_the_reply() {
 #[test]
 fn a_drop_box_create_is_committed() {
     if !is_root() {
-        eprintln!("skipped: needs root to switch identities");
+        cannot_run("needs root to switch identities");
         return;
     }
     let dir = temp_dir();
@@ -1029,11 +1033,7 @@ fn a_default_acl_masks_new_modes() {
         rustix::fs::XattrFlags::empty(),
     );
     if let Err(e) = set_acl {
-        assert!(
-            std::env::var_os("RNFS_CI").is_none(),
-            "no POSIX ACLs here: {e}"
-        );
-        eprintln!("skipped: no POSIX ACLs here ({e})");
+        cannot_run(&format!("no POSIX ACLs here ({e})"));
         return;
     }
     let fs = open(dir.path());
@@ -1072,7 +1072,7 @@ fn a_default_acl_masks_new_modes() {
 #[test]
 fn switched_identity_uses_kernel_permissions() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        cannot_run("needs root");
         return;
     }
     let dir = temp_dir();
@@ -1168,7 +1168,7 @@ fn switched_identity_uses_kernel_permissions() {
 #[test]
 fn a_write_only_caller_can_write() {
     if !is_root() {
-        eprintln!("skipped: needs root to play an ordinary user");
+        cannot_run("needs root to play an ordinary user");
         return;
     }
     let dir = temp_dir();
@@ -1241,7 +1241,7 @@ fn owned_file(path: &Path, contents: &[u8], uid: u32, mode: u32) {
 #[test]
 fn the_owner_may_write_a_read_only_file_opened_afresh() {
     if !is_root() {
-        eprintln!("skipped: needs root to play an ordinary user");
+        cannot_run("needs root to play an ordinary user");
         return;
     }
     let dir = temp_dir();
@@ -1308,7 +1308,7 @@ fn the_owner_may_write_a_read_only_file_opened_afresh() {
 #[test]
 fn commit_needs_write_permission() {
     if !is_root() {
-        eprintln!("skipped: needs root to play an ordinary user");
+        cannot_run("needs root to play an ordinary user");
         return;
     }
     let dir = temp_dir();
@@ -1379,7 +1379,7 @@ fn commit_needs_write_permission() {
 #[test]
 fn unprivileged_handles_come_from_the_cache() {
     if !is_root() {
-        eprintln!("skipped: needs root to play an ordinary user");
+        cannot_run("needs root to play an ordinary user");
         return;
     }
     let dir = temp_dir();
@@ -1487,7 +1487,7 @@ fn a_program_written_through_the_backend_runs_once_its_writer_is_idle() {
         .f_flag
         .contains(rustix::fs::StatVfsMountFlags::NOEXEC);
     if noexec {
-        eprintln!("skipped: the temporary directory is on a noexec mount");
+        cannot_run("the temporary directory is on a noexec mount");
         return;
     }
     let options = LocalOptions {
@@ -1647,7 +1647,7 @@ fn set_acl(path: &Path, owner: u16, uid: u32, named: u16, group: u16, mask: u16)
 #[test]
 fn access_follows_posix_acls() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        cannot_run("needs root");
         return;
     }
     let dir = temp_dir();
@@ -1658,7 +1658,7 @@ fn access_follows_posix_acls() {
     if !set_acl(&dir.path().join("f"), 6, 4242, 6, 4, 6)
         || !set_acl(&dir.path().join("d"), 7, 4242, 5, 0, 5)
     {
-        eprintln!("skipped: no POSIX ACLs here");
+        cannot_run("no POSIX ACLs here");
         return;
     }
     let fs = open(dir.path());

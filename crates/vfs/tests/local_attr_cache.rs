@@ -5,6 +5,10 @@
 //! (writes through a shared mapping) shows within `attr_max_age`.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
+use cannot_run::cannot_run;
+
 use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -89,7 +93,7 @@ fn backend(dir: &Path, attr_max_age: u32) -> Option<LocalFs> {
     )
     .unwrap();
     if !fs.privileged() {
-        eprintln!("skipped: cached attributes are for privileged backends");
+        cannot_run("cached attributes are for privileged backends");
         return None;
     }
     Some(fs)
@@ -353,7 +357,9 @@ fn lost_events_show_no_stale_attributes() {
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(16_384);
     if max_queued > 1 << 20 {
-        eprintln!("skipped: an event queue of {max_queued} takes too long to fill");
+        cannot_run(&format!(
+            "an event queue of {max_queued} takes too long to fill"
+        ));
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -457,7 +463,7 @@ fn names_changing_between_pages() {
 fn cached_chunks_answer_only_callers_who_may_read() {
     let _serial = serial();
     if !rnfs_vfs::identity::can_switch() {
-        eprintln!("skipped: needs root to switch identities");
+        cannot_run("needs root to switch identities");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -494,7 +500,7 @@ fn cached_chunks_answer_only_callers_who_may_read() {
 fn callers_who_may_not_search_get_no_handles_from_the_caches() {
     let _serial = serial();
     if !rnfs_vfs::identity::can_switch() {
-        eprintln!("skipped: needs root to switch identities");
+        cannot_run("needs root to switch identities");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -7,6 +7,10 @@
 //! no resume point) and with streams alone (`attr_max_age: 0`).
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
+use cannot_run::cannot_run;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -327,7 +331,7 @@ fn resumed_after_changes_lists_every_unchanged_entry_once() {
 #[test]
 fn another_caller_resumes_only_if_it_may_read_the_directory() {
     if !identity::can_switch() {
-        eprintln!("skipped: the other identity needs root");
+        cannot_run("the other identity needs root");
         return;
     }
     let dir = export();
@@ -435,7 +439,7 @@ fn a_directory_replaced_under_its_name_lists_its_own_entries() {
 #[test]
 fn unprivileged_backend_lists_the_same() {
     if !identity::can_switch() {
-        eprintln!("skipped: an unprivileged backend as root needs a switch");
+        cannot_run("an unprivileged backend as root needs a switch");
         return;
     }
     let dir = export();

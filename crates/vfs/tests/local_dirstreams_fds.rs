@@ -3,6 +3,10 @@
 //! it counts the process's open descriptors.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
+use cannot_run::cannot_run;
+
 use rnfs_vfs::local::{LocalFs, LocalOptions};
 use rnfs_vfs::{Cred, Filesystem};
 
@@ -15,7 +19,7 @@ fn open_fds() -> usize {
 #[test]
 fn open_streams_are_bounded_and_closed_with_the_backend() {
     if !rnfs_vfs::identity::can_switch() {
-        eprintln!("skipped: unprivileged, handles resolve only through their cache");
+        cannot_run("unprivileged, handles resolve only through their cache");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -5,6 +5,10 @@
 //! test's own directory), so the tests may run in parallel.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
+use cannot_run::cannot_run;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
@@ -15,7 +19,7 @@ fn privileged() -> bool {
     if identity::can_switch() {
         true
     } else {
-        eprintln!("skipped: handles resolve through open_by_handle_at only as root");
+        cannot_run("handles resolve through open_by_handle_at only as root");
         false
     }
 }

@@ -4,6 +4,10 @@
 //! on it carries none.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+#[path = "../../../tests/support/cannot_run.rs"]
+mod cannot_run;
+use cannot_run::cannot_run;
+
 #[path = "support/mounted.rs"]
 mod mounted;
 use mounted::Mounted;
@@ -157,7 +161,7 @@ fn readdirplus_agrees_with_lookup() {
     assert_eq!(handles[&b"e007"[..]], handles[&b"e000"[..]]);
 
     if !identity::can_switch() {
-        eprintln!("skipped: the other identities need root");
+        cannot_run("the other identities need root");
         return;
     }
     std::thread::scope(|s| {
@@ -195,7 +199,7 @@ fn readdirplus_of_a_bind_mount_has_no_plus_data() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        eprintln!("skipped: cannot bind-mount here");
+        cannot_run("cannot bind-mount here");
         return;
     }
     let _guard = Mounted(&b);

@@ -15,6 +15,10 @@ use rnfs_server::nfs::{self, HandleKey};
 use rnfs_server::{Server, ServerConfig};
 use rnfs_vfs::Filesystem;
 
+#[path = "../../../../tests/support/cannot_run.rs"]
+pub(crate) mod cannot_run;
+use cannot_run::cannot_run;
+
 /// Why FUSE cannot be mounted here, if it cannot.
 pub(crate) fn fuse_unavailable() -> Option<String> {
     if let Err(e) = std::fs::OpenOptions::new()
@@ -38,15 +42,29 @@ pub(crate) fn fuse_unavailable() -> Option<String> {
     None
 }
 
-/// Returns `true` (after printing why) when the test must be skipped.
+/// Returns `true` (after printing why) when the test must be skipped: FUSE
+/// cannot be mounted here (a failure under CI, see [`cannot_run`]).
 pub(crate) fn skip(test: &str) -> bool {
     match fuse_unavailable() {
         Some(why) => {
-            println!("SKIP {test}: FUSE mounts are impossible here ({why})");
+            cannot_run(&format!("{test}: FUSE mounts are impossible here ({why})"));
             true
         }
         None => false,
     }
+}
+
+/// As [`skip`], and also when this process is not root (the test plays other
+/// users).
+pub(crate) fn skip_unless_root(test: &str) -> bool {
+    if skip(test) {
+        return true;
+    }
+    if !rustix::process::geteuid().is_root() {
+        cannot_run(&format!("{test}: needs root, to play other users"));
+        return true;
+    }
+    false
 }
 
 /// Aborts a mount's FUSE connection (through `fusectl`) if the test panics

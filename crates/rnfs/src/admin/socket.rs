@@ -476,7 +476,7 @@ mod tests {
     #[test]
     fn connections_from_other_users_are_refused_whatever_the_file_mode() {
         if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: needs root, to connect as another uid");
+            crate::cannot_run::cannot_run("needs root, to connect as another uid");
             return;
         }
         let path = temp_socket("peer");

@@ -1118,6 +1118,7 @@ mod tests {
     use rustix::fs::FileType as RawType;
 
     use super::*;
+    use crate::cannot_run::cannot_run;
     use crate::local::dirstreams::RawEntry;
     use crate::local::LocalOptions;
     use crate::{Cred, Filesystem};
@@ -1272,7 +1273,7 @@ mod tests {
         std::fs::write(&path, b"a").unwrap();
         let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
         if !fs.privileged() {
-            eprintln!("skipped: the by-name path is for privileged backends");
+            cannot_run("the by-name path is for privileged backends");
             return None;
         }
         Some((dir, path, fs))
@@ -1395,7 +1396,7 @@ mod tests {
         }
         let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
         if !fs.privileged() {
-            eprintln!("skipped: chunks are for privileged backends");
+            cannot_run("chunks are for privileged backends");
             return;
         }
         let r = fs.root();
@@ -1476,7 +1477,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(100));
         let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
         if !fs.privileged() {
-            eprintln!("skipped: the by-name path is for privileged backends");
+            cannot_run("the by-name path is for privileged backends");
             return;
         }
         let root = fs.root();
@@ -1550,7 +1551,7 @@ mod tests {
         };
         let fs = LocalFs::open(dir.path(), options).unwrap();
         if !fs.privileged() {
-            eprintln!("skipped: the by-name path is for privileged backends");
+            cannot_run("the by-name path is for privileged backends");
             return;
         }
         let root = fs.root();
@@ -1590,7 +1591,9 @@ mod tests {
         let estimate = std::fs::metadata(&mid).unwrap().size() / 12;
         let capacity = (estimate - 1) / 16 * 16;
         if capacity * 15 < entries * 16 {
-            eprintln!("skipped: this file system's directory size ({estimate} x 12) is too small");
+            cannot_run(&format!(
+                "this file system's directory size ({estimate} x 12) is too small"
+            ));
             return;
         }
         // Streams of a directory changed in the last few ms are not kept.
@@ -1601,7 +1604,7 @@ mod tests {
         };
         let fs = LocalFs::open(dir.path(), options).unwrap();
         if !fs.privileged() {
-            eprintln!("skipped: the by-name path is for privileged backends");
+            cannot_run("the by-name path is for privileged backends");
             return;
         }
         let (fh, _, _) = fs.lookup(&Cred::root(), &fs.root(), b"mid").unwrap();
@@ -1672,7 +1675,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("b")).unwrap();
         let fs = LocalFs::open(dir.path(), LocalOptions::default()).unwrap();
         if !fs.privileged() {
-            eprintln!("skipped: the by-name path is for privileged backends");
+            cannot_run("the by-name path is for privileged backends");
             return;
         }
         let listed = std::fs::symlink_metadata(dir.path().join("a"))
@@ -1825,7 +1828,7 @@ mod tests {
         // Remembered by inode, with its ctime.
         let (_, src) = fs.lookup_by_name(dir_fd, c"src").unwrap().unwrap();
         let Some(_mount) = BindMount::new(&dir.path().join("src"), &dir.path().join("m")) else {
-            eprintln!("skipped: no bind mounts here");
+            cannot_run("no bind mounts here");
             return;
         };
         let through = std::fs::metadata(dir.path().join("m")).unwrap();
