@@ -396,6 +396,15 @@ impl State {
     }
 }
 
+/// How a truncate's SETATTR failed ([`NfsFile::send_truncate`]).
+enum TruncateFailed {
+    /// The file is not cut, or not known to be: the data dropped beyond
+    /// the new size is put back.
+    NotCut(NfsError),
+    /// The file is cut; only its attributes could not be had.
+    Cut(NfsError),
+}
+
 /// Ends a truncate of its file: clears `truncating`, counts a size change
 /// (a GETATTR sent while the SETATTR was on its way may predate it, and a
 /// SETATTR that failed may still have been applied), and wakes the writes
@@ -752,7 +761,8 @@ impl NfsFile {
                 attr.size = st.wb.size();
                 Ok(attr)
             }
-            Err(e) => {
+            Err(TruncateFailed::Cut(e)) => Err(e),
+            Err(TruncateFailed::NotCut(e)) => {
                 // The file was not cut (or not known to be): the data
                 // written beyond `size` is still the application's, to
                 // be written back, not lost without a word.
@@ -766,14 +776,24 @@ impl NfsFile {
     /// The body of [`truncate_as`](Self::truncate_as), while `truncating`
     /// holds back writes and the data beyond `size` is dropped: waits for
     /// the WRITEs in flight beyond it, then SETATTR; the server's
-    /// attributes.
+    /// attributes, or whether the file is cut despite the error.
+    ///
+    /// A SETATTR that got no answer (a soft mount's timeout, a lost
+    /// connection) may have been carried out. A GETATTR then decides: a
+    /// file of `size` bytes is what was asked for, whether this SETATTR or
+    /// nothing cut it (the server held nothing beyond), so the truncate
+    /// stands; restoring the data beyond would write it past a cut that may
+    /// have removed the server's own bytes in between. Any other size, or
+    /// no answer again, undoes it (the caller gets the error).
     fn send_truncate<'a>(
         &'a self,
-        mut st: MutexGuard<'a, State>,
+        st: MutexGuard<'a, State>,
         nfs: &NfsClient,
         size: u64,
-    ) -> Result<Fattr3, NfsError> {
-        st = self.drive_until(st, |s| !s.wb.inflight_beyond(size))?;
+    ) -> Result<Fattr3, TruncateFailed> {
+        let st = self
+            .drive_until(st, |s| !s.wb.inflight_beyond(size))
+            .map_err(TruncateFailed::NotCut)?;
         drop(st);
         let attrs = Sattr3 {
             size: Some(size),
@@ -781,9 +801,18 @@ impl NfsFile {
         };
         let wcc = nfs.setattr(&self.fh, &attrs, None);
         self.attributes_changed();
-        match wcc?.after {
-            Some(a) => Ok(a),
-            None => nfs.getattr(&self.fh),
+        match wcc {
+            Ok(wcc) => match wcc.after {
+                Some(a) => Ok(a),
+                // Cut: only the attributes are missing.
+                None => nfs.getattr(&self.fh).map_err(TruncateFailed::Cut),
+            },
+            // The server refused: nothing was done.
+            Err(e @ NfsError::Status(_)) => Err(TruncateFailed::NotCut(e)),
+            Err(e) => match nfs.getattr(&self.fh) {
+                Ok(a) if a.size == size => Ok(a),
+                _ => Err(TruncateFailed::NotCut(e)),
+            },
         }
     }
 

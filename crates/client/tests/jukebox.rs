@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Backend, TestServer};
-use jukebox_proxy::{jukebox_proxy, JukeboxPlan};
+use jukebox_proxy::{jukebox_proxy, JukeboxPlan, Silence};
 use rnfs_client::{
     ClientOptions, Credential, DirtyBudget, IoConfig, NfsClient, NfsError, NfsFile, RpcClient,
 };
@@ -208,6 +208,83 @@ fn a_truncate_whose_setattr_fails_loses_no_data() {
         assert_eq!(read_direct(direct.nfs(), &fh), data, "round {round}");
     }
     assert_eq!(plan.answered(SETATTR), 2);
+}
+
+/// A soft client's truncate whose SETATTR got no answer is decided by the
+/// file's size on the server: cut to the size asked for, the truncate
+/// stands (putting back the data beyond would leave a file no sequence of
+/// writes makes: the server's bytes between the cut and that data gone);
+/// not cut, it is undone and the caller gets the timeout.
+#[test]
+fn a_truncate_whose_setattr_goes_unanswered_is_decided_by_the_servers_size() {
+    const SETATTR: u32 = 2;
+    let server = TestServer::rnfs(Backend::Local);
+    let direct = server.session();
+    let dir = server.scratch(&direct);
+    let soft = ClientOptions {
+        timeout: Duration::from_millis(200),
+        retrans: 1,
+        hard: false,
+        ..ClientOptions::default()
+    };
+    let config = IoConfig {
+        wsize: 4096,
+        max_outstanding_writes: 0,
+        ..IoConfig::default()
+    };
+    for (name, silence) in [
+        (&b"carried-out"[..], Silence::Reply),
+        (b"lost", Silence::Call),
+    ] {
+        let how = CreateHow3::Unchecked(Sattr3::default());
+        let fh = direct
+            .nfs()
+            .create(&dir, name, how)
+            .unwrap()
+            .handle
+            .unwrap();
+        let stable = pattern(12288);
+        direct
+            .nfs()
+            .write(&fh, 0, &stable, rnfs_nfs3::StableHow::FileSync)
+            .unwrap();
+        let plan = JukeboxPlan::unanswered(silence, &[(SETATTR, 1)]);
+        let c = client_through(&server, &plan, soft.clone());
+        let attr = c.getattr(&fh).unwrap();
+        let budget = DirtyBudget::new(DirtyBudget::DEFAULT_MAX_BYTES);
+        let f = NfsFile::new(
+            c.clone(),
+            FileHandle::clone(&fh),
+            &attr,
+            config.clone(),
+            budget,
+        );
+        // Only the last 4 KiB are the client's; the middle is the server's.
+        f.write(8192, &[b'N'; 4096]).unwrap();
+        let got = f.truncate(4096);
+        assert_eq!(plan.answered(SETATTR), 1);
+        let mut want = stable[..4096].to_vec();
+        match silence {
+            Silence::Reply => {
+                assert_eq!(got.unwrap().size, 4096);
+                assert_eq!(f.size(), 4096);
+            }
+            Silence::Call => {
+                assert_eq!(got.unwrap_err().errno(), libc::ETIMEDOUT);
+                assert_eq!(f.size(), 12288, "the data beyond the cut was dropped");
+                want.extend_from_slice(&stable[4096..8192]);
+                want.extend_from_slice(&[b'N'; 4096]);
+            }
+        }
+        f.fsync().unwrap();
+        f.close().unwrap();
+        assert_eq!(
+            read_direct(direct.nfs(), &fh),
+            want,
+            "{}",
+            String::from_utf8_lossy(name)
+        );
+    }
 }
 
 /// A failed WRITE is counted when its reply arrives, before any call takes

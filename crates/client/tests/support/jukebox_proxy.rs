@@ -1,7 +1,8 @@
 //! A proxy between an NFS client and server on loopback that answers some
 //! NFSv3 calls itself with NFS3ERR_JUKEBOX ("try again later": the server did
 //! nothing) instead of relaying them, for tests that a client retries them
-//! (or, with [`JukeboxPlan::failing`], with another error status).
+//! (or, with [`JukeboxPlan::failing`], with another error status; or, with
+//! [`JukeboxPlan::unanswered`], not at all).
 //! Use: `#[path = "support/jukebox_proxy.rs"] mod jukebox_proxy;`
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 #![allow(clippy::unwrap_used, reason = "tests")]
@@ -26,6 +27,10 @@ const PROCEDURES: usize = 22;
 /// are left, starting with the first.
 pub(crate) struct JukeboxPlan {
     every: u32,
+    /// With [`JukeboxPlan::unanswered`]: what becomes of a picked call.
+    silence: Option<Silence>,
+    /// The xids of the picked calls whose replies are dropped.
+    silenced: Mutex<Vec<u32>>,
     /// The status answered (NFS3ERR_JUKEBOX unless `failing`).
     status: u32,
     left: [AtomicU32; PROCEDURES],
@@ -53,6 +58,16 @@ impl JukeboxPlan {
         Self::with_status(1, status, counts)
     }
 
+    /// `counts`: (procedure number, how many calls of it to pick), every
+    /// call until they are spent; a picked call gets no reply ever, its
+    /// retransmissions included: `Silence::Call` drops it, `Silence::Reply`
+    /// relays it (the server carries it out) and drops the replies.
+    pub(crate) fn unanswered(silence: Silence, counts: &[(u32, u32)]) -> Arc<Self> {
+        let mut plan = Self::with_status(1, JUKEBOX, counts);
+        Arc::get_mut(&mut plan).unwrap().silence = Some(silence);
+        plan
+    }
+
     fn every(every: u32, counts: &[(u32, u32)]) -> Arc<Self> {
         Self::with_status(every, JUKEBOX, counts)
     }
@@ -60,6 +75,8 @@ impl JukeboxPlan {
     fn with_status(every: u32, status: u32, counts: &[(u32, u32)]) -> Arc<Self> {
         let plan = Self {
             every,
+            silence: None,
+            silenced: Mutex::new(Vec::new()),
             status,
             left: std::array::from_fn(|_| AtomicU32::new(0)),
             seen: std::array::from_fn(|_| AtomicU32::new(0)),
@@ -82,6 +99,14 @@ impl JukeboxPlan {
         self.answered[proc_ as usize].load(Ordering::Relaxed)
     }
 
+    /// Whether the reply `record` must be dropped.
+    fn silences(&self, record: &[u8]) -> bool {
+        let Some(xid) = record.first_chunk::<4>().map(|x| u32::from_be_bytes(*x)) else {
+            return false;
+        };
+        self.silenced.lock().unwrap().contains(&xid)
+    }
+
     fn take(&self, proc_: u32) -> bool {
         let i = proc_ as usize;
         if i >= PROCEDURES || self.seen[i].fetch_add(1, Ordering::Relaxed) % self.every != 0 {
@@ -95,6 +120,15 @@ impl JukeboxPlan {
         }
         took
     }
+}
+
+/// What [`JukeboxPlan::unanswered`] does with a picked call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Silence {
+    /// Dropped: the server never sees it.
+    Call,
+    /// Relayed; the server's replies are dropped.
+    Reply,
 }
 
 /// The words of a failed result after its status, all zero ("no
@@ -121,13 +155,24 @@ pub(crate) fn jukebox_proxy(server: SocketAddr, plan: Arc<JukeboxPlan>) -> Socke
             let plan = Arc::clone(&plan);
             let (s_in, s_out) = (upstream.try_clone().unwrap(), upstream);
             let replies = Arc::clone(&to_client);
-            thread::spawn(move || relay(s_in, |rec| send(&replies, rec)));
+            let reply_plan = Arc::clone(&plan);
+            thread::spawn(move || {
+                relay(s_in, |rec| reply_plan.silences(rec) || send(&replies, rec))
+            });
             thread::spawn(move || {
                 let mut s_out = s_out;
                 relay(client, |rec| match peek_call_ids(rec) {
-                    Some((NFS_PROGRAM, 3, proc_)) if plan.take(proc_) => {
-                        send(&to_client, &jukebox_reply(rec, proc_, plan.status))
+                    Some((NFS_PROGRAM, 3, _)) if plan.silences(rec) => {
+                        plan.silence == Some(Silence::Call) || write_record(&mut s_out, rec)
                     }
+                    Some((NFS_PROGRAM, 3, proc_)) if plan.take(proc_) => match plan.silence {
+                        Some(silence) => {
+                            let xid = u32::from_be_bytes(*rec.first_chunk::<4>().unwrap());
+                            plan.silenced.lock().unwrap().push(xid);
+                            silence == Silence::Call || write_record(&mut s_out, rec)
+                        }
+                        None => send(&to_client, &jukebox_reply(rec, proc_, plan.status)),
+                    },
                     _ => write_record(&mut s_out, rec),
                 });
                 let _ = s_out.shutdown(Shutdown::Write);
