@@ -201,6 +201,9 @@ pub struct FileStats {
     pub reads_sent: u64,
     /// READs sent ahead of a sequential reader.
     pub read_ahead_reads: u64,
+    /// Bytes asked for by READs sent for the application's reads and ahead
+    /// of it: a sequential reader's is the file's size, once.
+    pub bytes_asked: u64,
     /// WRITEs made synchronously because background calls (of every file)
     /// held their share of the connection's slots
     /// ([`RpcClient::submit_background`](crate::RpcClient::submit_background)).
@@ -1116,6 +1119,7 @@ impl NfsFile {
         tests::hooks::read_ahead_sent();
         let mut st = self.lock();
         st.stats.read_ahead_reads += calls.len() as u64;
+        st.stats.bytes_asked += calls.iter().map(|c| c.1).sum::<u64>();
         if st.cache_epoch != epoch {
             st.ra.cancel(start);
             return;
@@ -1194,7 +1198,11 @@ impl NfsFile {
         let n = (end - pos).min(u64::from(self.config.rsize)) as usize;
         // A blocking call: this thread reads its own reply.
         let out = self.nfs.read(&self.fh, pos, &mut buf[at..at + n])?;
-        self.lock().stats.reads_sent += 1;
+        {
+            let mut st = self.lock();
+            st.stats.reads_sent += 1;
+            st.stats.bytes_asked += n as u64;
+        }
         if out.count == 0 || (out.eof && out.count < n) {
             buf[at + out.count..].fill(0);
             return Ok(end);

@@ -4,8 +4,10 @@
 //! byte range to prefetch, if any. A read that starts where the last one
 //! ended (or inside what was already prefetched, moving forward) is
 //! sequential: the window starts at four times the read (at least
-//! `min_window`) and doubles on each sequential read up to `max_window`. Any
-//! other read resets it to nothing. The prefetched range never starts before
+//! `min_window`) and doubles on each sequential read up to `max_window`. A
+//! read a little behind the last one, inside what was already asked for, is
+//! the same stream served out of order and changes nothing. Any other read
+//! resets the window to nothing. The prefetched range never starts before
 //! the end of the read, never repeats bytes already asked for, and never ends
 //! more than `max_window` bytes past the read or past the file size.
 
@@ -43,6 +45,16 @@ impl ReadAhead {
     /// the range to prefetch now, if any.
     pub fn on_read(&mut self, offset: u64, len: u64, size: u64) -> Option<Range<u64>> {
         let end = offset.saturating_add(len);
+        // Just behind the last read, in what was already asked for: the
+        // requests of one stream served out of order (a FUSE mount's
+        // threads take the kernel's concurrent reads). What was fetched
+        // serves it, and the stream goes on as it was; a reset here would
+        // ask for the whole window again.
+        if let Some(last) = self.last {
+            if offset < last && end <= self.ahead && last - offset <= self.max_window {
+                return None;
+            }
+        }
         let sequential = match (self.last, self.next) {
             (Some(last), Some(next)) => {
                 offset == next || (offset > last && offset < self.ahead.max(next))
@@ -152,6 +164,32 @@ mod tests {
         let mut off = ReadAhead::new(64 * K, 0);
         assert_eq!(off.on_read(0, 4096, 1 << 30), None);
         assert_eq!(off.on_read(4096, 4096, 1 << 30), None);
+    }
+
+    /// The kernel's concurrent reads of a FUSE mount, served by several
+    /// threads, arrive a little out of order: the stream keeps its window
+    /// and nothing is asked for twice.
+    #[test]
+    fn reads_served_out_of_order_ask_for_nothing_twice() {
+        let mut ra = ReadAhead::new(64 * K, 1024 * K);
+        let size = 1 << 30;
+        let chunk = 128 * K;
+        let mut asked = chunk; // the first read itself
+        for pair in (0..64).step_by(2) {
+            let order = if pair % 8 == 2 {
+                [pair + 1, pair]
+            } else {
+                [pair, pair + 1]
+            };
+            for i in order {
+                if let Some(r) = ra.on_read(i * chunk, chunk, size) {
+                    assert!(r.start >= asked, "{r:?} asked for again (up to {asked})");
+                    asked = r.end;
+                }
+            }
+        }
+        assert_eq!(ra.window, 1024 * K, "the window kept growing");
+        assert!(asked >= 64 * chunk, "the stream was prefetched");
     }
 
     #[test]

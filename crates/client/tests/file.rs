@@ -617,3 +617,52 @@ fn fsync_reports_the_data_lost_when_calls_are_aborted() {
     assert!(stat.join().unwrap().is_err());
     assert!(f.fsync().is_err() || f.held_bytes() == 0);
 }
+
+/// A sequential reader whose reads arrive slightly out of order (a FUSE
+/// mount serves the kernel's concurrent read-ahead requests on several
+/// threads) still has each byte READ from the server about once.
+#[test]
+fn reads_slightly_out_of_order_fetch_each_byte_once() {
+    let fx = fixture();
+    let fh = create(&fx.s, &fx.dir, "ooo");
+    let size = 32 * MIB;
+    let data = pattern(size, 9);
+    for (i, piece) in data.chunks(MIB).enumerate() {
+        fx.s.nfs()
+            .write(&fh, (i * MIB) as u64, piece, rnfs_nfs3::StableHow::Unstable)
+            .unwrap();
+    }
+    let config = IoConfig {
+        rsize: MIB as u32,
+        max_read_ahead: 8 * MIB as u32,
+        ..config(64 * KIB as u32, 16)
+    };
+    let f = open(&fx.s, fh, config, &fx.budget);
+    let chunk = 128 * KIB;
+    let mut buf = vec![0u8; chunk];
+    let mut got = vec![0u8; size];
+    // 128 KiB reads in order, but one pair in eight swapped, as a FUSE
+    // mount's threads happen to serve them.
+    for pair in (0..size / chunk).step_by(2) {
+        let order = if pair % 16 == 6 {
+            [pair + 1, pair]
+        } else {
+            [pair, pair + 1]
+        };
+        for i in order {
+            let n = f.read((i * chunk) as u64, &mut buf).unwrap();
+            assert_eq!(n, chunk);
+            got[i * chunk..][..chunk].copy_from_slice(&buf);
+        }
+    }
+    assert!(got == data, "wrong data");
+    let st = f.stats();
+    let fetched = st.bytes_asked as usize;
+    eprintln!("{st:?} fetched {} MiB", fetched / MIB);
+    assert!(
+        fetched <= size + size / 8,
+        "{} MiB fetched for {} MiB: {st:?}",
+        fetched / MIB,
+        size / MIB
+    );
+}
