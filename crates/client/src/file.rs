@@ -568,7 +568,13 @@ impl NfsFile {
         let end = offset + len;
         let buf = &mut buf[..len as usize];
         let max_ahead = u64::from(self.config.max_read_ahead);
-        st.evict(offset, len.saturating_add(max_ahead));
+        // What lies just behind the read stays a little: the read that
+        // needs it may come next, a FUSE mount serving out of order.
+        let behind = u64::from(self.config.rsize);
+        st.evict(
+            offset.saturating_sub(behind),
+            len.saturating_add(max_ahead).saturating_add(behind),
+        );
         let prefetch = st.ra.on_read(offset, len, size).map(|r| {
             let room = max_ahead.saturating_sub(st.cache_bytes);
             let to = r.end.min(r.start + room);
