@@ -101,10 +101,7 @@ impl JukeboxPlan {
 
     /// Whether the reply `record` must be dropped.
     fn silences(&self, record: &[u8]) -> bool {
-        let Some(xid) = record.first_chunk::<4>().map(|x| u32::from_be_bytes(*x)) else {
-            return false;
-        };
-        self.silenced.lock().unwrap().contains(&xid)
+        xid(record).is_some_and(|x| self.silenced.lock().unwrap().contains(&x))
     }
 
     fn take(&self, proc_: u32) -> bool {
@@ -120,6 +117,11 @@ impl JukeboxPlan {
         }
         took
     }
+}
+
+/// A record's xid, its first word (calls and replies alike).
+fn xid(record: &[u8]) -> Option<u32> {
+    record.first_chunk::<4>().map(|x| u32::from_be_bytes(*x))
 }
 
 /// What [`JukeboxPlan::unanswered`] does with a picked call.
@@ -167,8 +169,7 @@ pub(crate) fn jukebox_proxy(server: SocketAddr, plan: Arc<JukeboxPlan>) -> Socke
                     }
                     Some((NFS_PROGRAM, 3, proc_)) if plan.take(proc_) => match plan.silence {
                         Some(silence) => {
-                            let xid = u32::from_be_bytes(*rec.first_chunk::<4>().unwrap());
-                            plan.silenced.lock().unwrap().push(xid);
+                            plan.silenced.lock().unwrap().extend(xid(rec));
                             silence == Silence::Call || write_record(&mut s_out, rec)
                         }
                         None => send(&to_client, &jukebox_reply(rec, proc_, plan.status)),
